@@ -79,3 +79,42 @@ def test_generation_is_batched_left_padded_and_scorable(policy: LLMPolicy) -> No
     assert [c.completion_ids for c in batched] == [c.completion_ids for c in single], (
         "left padding must not change what a prompt generates"
     )
+
+
+def test_shared_prompt_scoring_equals_whole_rows_values_and_gradients() -> None:
+    """Samples of one prompt share a prompt pass; log-probs, entropies, the prompt's last hidden
+    state and the gradients must equal scoring every row whole."""
+    prompts = [[10, 20, 30], [10, 20, 30], [5, 6], [10, 20, 30], [5, 6], [7]]
+    completions = [[40, 41, 42], [43], [44, 45], [], [1], [9, 9, 9, 9]]
+    results = {}
+    for share in (True, False):
+        policy = LLMPolicy(*tiny_causal_lm(seed=5), share_prompts=share)
+        if share:  # the shared path must really run, not fall back to whole rows
+
+            def whole_rows(*args: object) -> None:
+                raise AssertionError("fell back to scoring whole rows")
+
+            policy._score_joint = whole_rows  # type: ignore[method-assign]
+        scored = policy.score(prompts, completions, entropy=True, prompt_hidden=True)
+        loss = scored.log_probs.sum() + scored.entropy.sum() + scored.prompt_hidden.sum()
+        loss.backward()
+        grads = torch.cat([p.grad.flatten() for p in policy.model.parameters()])
+        results[share] = (scored, grads)
+    shared, whole = results[True][0], results[False][0]
+    assert shared.mask.tolist() == whole.mask.tolist()
+    assert torch.allclose(shared.log_probs, whole.log_probs, atol=1e-5)
+    assert torch.allclose(shared.entropy, whole.entropy, atol=1e-5)
+    assert torch.allclose(shared.prompt_hidden, whole.prompt_hidden, atol=1e-5)
+    assert torch.allclose(results[True][1], results[False][1], atol=1e-5)
+    policy = LLMPolicy(*tiny_causal_lm(seed=5))
+    with torch.no_grad():
+        values = policy.sequence_log_probs(prompts, completions).tolist()
+    for prompt, completion, value in zip(prompts, completions, values, strict=True):
+        assert value == pytest.approx(naive_log_prob(policy, prompt, completion), abs=1e-4)
+
+
+def test_scoring_rejects_mismatched_or_empty_inputs(policy: LLMPolicy) -> None:
+    with pytest.raises(ValueError, match="one each expected"):
+        policy.score([[1, 2]], [[3], [4]])
+    with pytest.raises(ValueError, match="at least one token"):
+        policy.score([[]], [[3]])

@@ -1,14 +1,17 @@
 """An LLM policy: batched sampling and batched log-probabilities of whole completions.
 
-One `generate` call samples every prompt of a batch (left padding); one forward pass per chunk
-scores every completion (right padding, so positions are the same as at generation). Padding is
-masked out of every loss; each completion token, the last one included, is scored; prompt
-tokens are not. With a peft model, `adapter` names the LoRA adapter this policy uses.
+One `generate` call samples every prompt of a batch (left padding). Scoring runs each unique
+prompt once and every completion on that prompt's cache (the K samples of a rollout-tree node
+share their prompt), with positions as at generation. Padding is masked out of every loss; each
+completion token, the last one included, is scored; prompt tokens are not. With a peft model,
+`adapter` names the LoRA adapter this policy uses.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +28,20 @@ class Sampling:
     top_p: float = 0.6
     top_k: int | None = 50
     do_sample: bool = True
+
+
+@dataclass
+class Scored:
+    """What a scoring pass returns, per completion token ([batch, width]) and per row."""
+
+    log_probs: torch.Tensor
+    """log pi(token | prompt, earlier tokens); 0 at padding."""
+    mask: torch.Tensor
+    """True at real completion tokens."""
+    entropy: torch.Tensor | None = None
+    """Entropy of pi at each completion token (when asked); 0 at padding."""
+    prompt_hidden: torch.Tensor | None = None
+    """[batch, hidden]: the last layer's state at the prompt's last token (when asked)."""
 
 
 @dataclass
@@ -46,11 +63,14 @@ class LLMPolicy:
         *,
         adapter: str | None = None,
         max_prompt_tokens: int = 1024,
+        share_prompts: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.adapter = adapter
         self.max_prompt_tokens = max_prompt_tokens
+        self.share_prompts = share_prompts
+        """Score the samples of one prompt on one shared prompt pass (see `score`)."""
         self.pad_id = tokenizer.pad_token_id
         if self.pad_id is None:
             self.pad_id = tokenizer.eos_token_id
@@ -146,40 +166,170 @@ class LLMPolicy:
         return completions
 
     # ----- scoring ------------------------------------------------------------------------------
-    def token_log_probs(
-        self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
+    def score(
+        self,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        *,
+        entropy: bool = False,
+        prompt_hidden: bool = False,
+    ) -> Scored:
+        """Log-probabilities (and optionally entropies) of every completion token, and optionally
+        the last hidden state at each prompt's last token (where a value head reads V(h)).
+
+        Samples of one prompt share its forward pass: the unique prompts run once (left padded),
+        their key/value cache is gathered row by row, and the completions run on top of it, so
+        K samples of a prompt cost one prompt plus K completions instead of K of each. Gradients
+        flow through the shared cache as through K separate copies.
+        """
+        if len(prompts) != len(completions):
+            raise ValueError(
+                f"{len(prompts)} prompts but {len(completions)} completions: one each expected"
+            )
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token (encode_prompt never is empty)")
+        groups: dict[tuple[int, ...], int] = {}
+        row_group = [groups.setdefault(tuple(p), len(groups)) for p in prompts]
+        if self.share_prompts and len(groups) < len(prompts):
+            unique = list(groups)
+            scored = self._score_shared(unique, row_group, completions, entropy, prompt_hidden)
+            if scored is not None:
+                return scored
+        return self._score_joint(prompts, completions, entropy, prompt_hidden)
+
+    def _completion_batch(
+        self, completions: Sequence[Sequence[int]]
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities of each completion token, [batch, max completion length], and the
-        mask of real (non-padding) completion tokens. One forward pass for the whole batch."""
+        """Right-padded completion ids [batch, width >= 1] and the mask of real tokens."""
+        width = max(1, max(len(c) for c in completions))
+        ids = torch.full((len(completions), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(completions), width), dtype=torch.bool)
+        for row, c in enumerate(completions):
+            if c:
+                ids[row, : len(c)] = torch.tensor(list(c))
+                mask[row, : len(c)] = True
+        return ids, mask
+
+    def _score_joint(
+        self,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        entropy: bool,
+        prompt_hidden: bool,
+    ) -> Scored:
+        """Each prompt + completion as one right-padded row (positions as at generation)."""
         batch = len(prompts)
-        lengths = [len(p) + len(c) for p, c in zip(prompts, completions, strict=True)]
-        width = max(lengths)
-        c_width = max(1, max(len(c) for c in completions))
+        targets, mask = self._completion_batch(completions)
+        width = max(len(p) + len(c) for p, c in zip(prompts, completions, strict=True))
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((batch, width), dtype=torch.long)
         # gather index: logits at position t predict token t + 1
-        positions = torch.zeros((batch, c_width), dtype=torch.long)
-        mask = torch.zeros((batch, c_width), dtype=torch.bool)
+        positions = torch.zeros(targets.shape, dtype=torch.long)
         for row, (p, c) in enumerate(zip(prompts, completions, strict=True)):
             sequence = list(p) + list(c)
             input_ids[row, : len(sequence)] = torch.tensor(sequence)
             attention[row, : len(sequence)] = 1
-            if c:
-                positions[row, : len(c)] = torch.arange(len(p) - 1, len(p) + len(c) - 1)
-                mask[row, : len(c)] = True
+            positions[row] = torch.arange(len(p) - 1, len(p) - 1 + targets.size(1)).clamp(
+                max=width - 1
+            )
         device = self.device
-        input_ids, attention = input_ids.to(device), attention.to(device)
-        positions, mask = positions.to(device), mask.to(device)
         with self.active():
-            logits = self.model(input_ids=input_ids, attention_mask=attention).logits
-        picked = logits.gather(1, positions.unsqueeze(-1).expand(-1, -1, logits.size(-1)))
-        targets = torch.zeros((batch, c_width), dtype=torch.long, device=device)
-        for row, c in enumerate(completions):
-            if c:
-                targets[row, : len(c)] = torch.tensor(list(c), device=device)
+            output = self.model(
+                input_ids=input_ids.to(device),
+                attention_mask=attention.to(device),
+                output_hidden_states=prompt_hidden,
+            )
+        logits = output.logits
+        index = positions.to(device).unsqueeze(-1).expand(-1, -1, logits.size(-1))
+        picked = logits.gather(1, index)
+        hidden = None
+        if prompt_hidden:
+            last = torch.tensor([len(p) - 1 for p in prompts], device=device)
+            hidden = output.hidden_states[-1][torch.arange(batch, device=device), last]
+        return self._scored(picked, targets.to(device), mask.to(device), entropy, hidden)
+
+    def _score_shared(
+        self,
+        unique: list[tuple[int, ...]],
+        row_group: list[int],
+        completions: Sequence[Sequence[int]],
+        entropy: bool,
+        prompt_hidden: bool,
+    ) -> Scored | None:
+        """Unique prompts once, completions on their gathered cache; None if the model's cache
+        cannot be gathered (the caller then scores each row whole)."""
+        device = self.device
+        p_width = max(len(p) for p in unique)
+        prompt_ids = torch.full((len(unique), p_width), self.pad_id, dtype=torch.long)
+        prompt_mask = torch.zeros((len(unique), p_width), dtype=torch.long)
+        for row, p in enumerate(unique):  # left padding: every prompt ends at the same column
+            prompt_ids[row, p_width - len(p) :] = torch.tensor(p)
+            prompt_mask[row, p_width - len(p) :] = 1
+        prompt_positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+        options: dict[str, Any] = {"use_cache": True, "output_hidden_states": prompt_hidden}
+        if self._keeps_logits:
+            options["logits_to_keep"] = 1
+        index = torch.tensor(row_group, device=device)
+        targets, mask = self._completion_batch(completions)
+        targets, mask = targets.to(device), mask.to(device)
+        with self.active():
+            first = self.model(
+                input_ids=prompt_ids.to(device),
+                attention_mask=prompt_mask.to(device),
+                position_ids=prompt_positions.to(device),
+                **options,
+            )
+            cache = first.past_key_values
+            if cache is None or not hasattr(cache, "batch_select_indices"):
+                return None
+            cache.batch_select_indices(index)  # one cache row per completion (differentiable)
+            lengths = prompt_mask.sum(-1).to(device)[index]
+            positions = lengths.unsqueeze(-1) + torch.arange(targets.size(1), device=device)
+            rest = self.model(
+                input_ids=targets,
+                attention_mask=torch.cat([prompt_mask.to(device)[index], mask.long()], dim=1),
+                position_ids=positions,
+                past_key_values=cache,
+            )
+        # token 0 is predicted at the prompt's last position, token j at completion token j - 1
+        first_logits = first.logits[:, -1][index].unsqueeze(1)
+        picked = torch.cat([first_logits, rest.logits[:, :-1]], dim=1)
+        hidden = first.hidden_states[-1][:, -1][index] if prompt_hidden else None
+        return self._scored(picked, targets, mask, entropy, hidden)
+
+    @staticmethod
+    def _scored(
+        picked: torch.Tensor,
+        targets: torch.Tensor,
+        mask: torch.Tensor,
+        entropy: bool,
+        hidden: torch.Tensor | None,
+    ) -> Scored:
+        """log pi(token) = logit - logsumexp(logits); H = logsumexp - sum(p * logits)."""
         picked = picked.float()
-        log_probs = picked.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - picked.logsumexp(-1)
-        return log_probs.masked_fill(~mask, 0.0), mask
+        normaliser = picked.logsumexp(-1)
+        log_probs = picked.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - normaliser
+        entropies = None
+        if entropy:
+            probs = torch.softmax(picked, -1)
+            entropies = (normaliser - (probs * picked).sum(-1)).masked_fill(~mask, 0.0)
+        return Scored(log_probs.masked_fill(~mask, 0.0), mask, entropies, hidden)
+
+    @functools.cached_property
+    def _keeps_logits(self) -> bool:
+        """Whether the model's forward takes `logits_to_keep` (most HF causal LMs do)."""
+        try:
+            return "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        except (TypeError, ValueError):
+            return False
+
+    def token_log_probs(
+        self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities of each completion token, [batch, max completion length], and the
+        mask of real (non-padding) completion tokens."""
+        scored = self.score(prompts, completions)
+        return scored.log_probs, scored.mask
 
     def sequence_log_probs(
         self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
