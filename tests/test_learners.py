@@ -320,7 +320,7 @@ def test_collabzoo_train_end_to_end(env: str, extra: list[str], tmp_path) -> Non
 def test_reward_shift_scale_and_normalisation() -> None:
     root, _ = build(max_depth=1, reward_transform=lambda r: (r - 4.0) * 0.5)  # shift -4, x0.5
     assert [c.reward for c in root.children] == [-0.5, -2.0]  # raw 3 and 0
-    from collabzoo.algos.tree_learner import RunningStats
+    from collabzoo.algos.learner import RunningStats
 
     stats = RunningStats()
     for value in (1.0, 2.0, 3.0, 4.0):

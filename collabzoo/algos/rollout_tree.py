@@ -50,6 +50,13 @@ class Node:
     """Joint actions from the root to here (for re-playing an env that cannot be copied)."""
     samples: dict[str, list[Completion]] = field(default_factory=dict)
     children: list[Child] = field(default_factory=list)
+    state: str | None = None
+    """The joint view `env.state()` at this node (recorded for centralized critics only)."""
+
+    @property
+    def k(self) -> int:
+        """Samples per agent drawn at this node (0 before it is expanded)."""
+        return len(next(iter(self.samples.values()), []))
 
 
 def team_reward(rewards: dict[str, float], agents: Sequence[str]) -> float:
@@ -57,6 +64,18 @@ def team_reward(rewards: dict[str, float], agents: Sequence[str]) -> float:
     rewards, as in every collabzoo task, give that reward)."""
     values = [float(rewards.get(a, 0.0)) for a in agents]
     return sum(values) / len(values) if values else 0.0
+
+
+def joint_state(env: Any, observations: dict[str, str], agents: Sequence[str]) -> str:
+    """`env.state()` when the env gives a text state, else every agent's observation labelled
+    "[agent] ...", one after another (the reference's rendering of the joint history)."""
+    try:
+        state = env.state()
+    except (NotImplementedError, AttributeError):
+        state = None
+    if isinstance(state, str):
+        return state
+    return "\n\n".join(f"[{agent}] {observations.get(agent, '')}" for agent in agents)
 
 
 def _numeric_metrics(infos: dict[str, Any]) -> dict[str, float]:
@@ -77,20 +96,26 @@ class TreeRollout:
         sampling: Sampling,
         *,
         num_generations: int,
+        deeper_generations: int | None = None,
         joint_mode: str = "aligned",
         max_depth: int | None = None,
         early_termination_threshold: float | None = None,
         reward_transform: Callable[[float], float] = float,
         executor: ThreadPoolExecutor | None = None,
+        record_state: bool = False,
     ) -> None:
         if joint_mode not in JOINT_MODES:
             raise ValueError(f"joint_mode must be one of {JOINT_MODES}, got {joint_mode!r}")
         if num_generations < 1:
             raise ValueError(f"num_generations must be at least 1, got {num_generations}")
+        if deeper_generations is not None and deeper_generations < 1:
+            raise ValueError(f"deeper_generations must be at least 1, got {deeper_generations}")
         self.env_factory = env_factory
         self.policies = policies
         self.sampling = sampling
         self.k = num_generations
+        self.deeper_k = deeper_generations or num_generations
+        self.record_state = record_state
         self.joint_mode = joint_mode
         self.max_depth = max_depth
         self.threshold = early_termination_threshold
@@ -104,7 +129,10 @@ class TreeRollout:
         def start(seed: int) -> Node:
             env = self.env_factory()
             observations, _ = env.reset(seed=seed)
-            return Node(env, dict(observations), list(env.agents), 0, seed, [])
+            node = Node(env, dict(observations), list(env.agents), 0, seed, [])
+            if self.record_state:
+                node.state = joint_state(env, node.observations, node.agents)
+            return node
 
         return list(self.executor.map(start, seeds))
 
@@ -118,6 +146,10 @@ class TreeRollout:
             self.compute_returns(root, gamma)
         return roots
 
+    def samples_at(self, node: Node) -> int:
+        """K at this node: `num_generations` at the root, `deeper_generations` below it."""
+        return self.k if node.depth == 0 else self.deeper_k
+
     def sample(self, nodes: Sequence[Node]) -> None:
         """K samples for every (node, agent): one generate call per distinct policy."""
         groups: dict[int, list[tuple[Node, str]]] = {}
@@ -126,16 +158,24 @@ class TreeRollout:
                 groups.setdefault(id(self.policies[agent]), []).append((node, agent))
         for members in groups.values():
             policy = self.policies[members[0][1]]
-            prompts = [node.observations[agent] for node, agent in members for _ in range(self.k)]
+            prompts = [
+                node.observations[agent]
+                for node, agent in members
+                for _ in range(self.samples_at(node))
+            ]
             completions = policy.generate(prompts, self.sampling)
             self.generate_calls += 1
-            for index, (node, agent) in enumerate(members):
-                node.samples[agent] = completions[index * self.k : (index + 1) * self.k]
+            start = 0
+            for node, agent in members:
+                k = self.samples_at(node)
+                node.samples[agent] = completions[start : start + k]
+                start += k
 
     def joint_actions(self, node: Node) -> list[tuple[int, ...]]:
+        k = self.samples_at(node)
         if self.joint_mode == "aligned":
-            return [(k,) * len(node.agents) for k in range(self.k)]
-        return list(itertools.product(range(self.k), repeat=len(node.agents)))
+            return [(j,) * len(node.agents) for j in range(k)]
+        return list(itertools.product(range(k), repeat=len(node.agents)))
 
     def expand(self, nodes: Sequence[Node]) -> list[Node]:
         """Sample, step every joint action in its own env copy, and return the new frontier."""
@@ -191,9 +231,12 @@ class TreeRollout:
         depth = node.depth + 1
         if not agents or (self.max_depth is not None and depth >= self.max_depth):
             return child, None
-        return child, Node(
+        child_node = Node(
             env, dict(observations), agents, depth, node.seed, [*node.actions, actions]
         )
+        if self.record_state:
+            child_node.state = joint_state(env, child_node.observations, agents)
+        return child, child_node
 
     # ----- returns ----------------------------------------------------------------------------
     def compute_returns(self, node: Node, gamma: float) -> None:
