@@ -108,6 +108,9 @@ def test_shared_prompt_scoring_equals_whole_rows_values_and_gradients() -> None:
     assert torch.allclose(results[True][1], results[False][1], atol=1e-5)
     policy = LLMPolicy(*tiny_causal_lm(seed=5))
     with torch.no_grad():
+        states = policy.prompt_states(prompts)  # the prompt-only pass a critic uses
+    assert torch.allclose(states, whole.prompt_hidden, atol=1e-5)
+    with torch.no_grad():
         values = policy.sequence_log_probs(prompts, completions).tolist()
     for prompt, completion, value in zip(prompts, completions, values, strict=True):
         assert value == pytest.approx(naive_log_prob(policy, prompt, completion), abs=1e-4)

@@ -1,11 +1,20 @@
-"""Learners (MA-REINFORCE, MAGRPO; IAC, IPPO, CoLLM-CC next) written only against the PettingZoo
-API, so they train on any ParallelEnv with text observations and actions.
+"""Learners written only against the PettingZoo API, so they train on any ParallelEnv with text
+observations and actions: the Monte-Carlo learners MA-REINFORCE and MAGRPO, and the actor-critic
+learners IAC, IPPO and the centralized critic (CoLLM-CC).
 
 Nothing here may import collabzoo.envs, collabzoo.rewards or collabzoo.sandbox: a learner sees a
 task only as a ParallelEnv, which is what lets it train on third-party environments too.
 Needs the training extra: pip install "collabzoo[train]".
 """
 
+from collabzoo.algos.central_critic import (
+    CentralCriticConfig,
+    CentralCriticTrainer,
+    CoLLMCCConfig,
+    CoLLMCCTrainer,
+)
+from collabzoo.algos.iac import IACConfig, IACTrainer
+from collabzoo.algos.ippo import IPPOConfig, IPPOTrainer
 from collabzoo.algos.magrpo import MAGRPOConfig, MAGRPOTrainer
 from collabzoo.algos.model_loading import load_causal_lm, lora_team, tiny_causal_lm
 from collabzoo.algos.policy import LLMPolicy, Sampling
@@ -14,11 +23,22 @@ from collabzoo.algos.reinforce import MAREINFORCEConfig, MAREINFORCETrainer
 LEARNERS = {
     "magrpo": (MAGRPOConfig, MAGRPOTrainer),
     "mareinforce": (MAREINFORCEConfig, MAREINFORCETrainer),
+    "iac": (IACConfig, IACTrainer),
+    "ippo": (IPPOConfig, IPPOTrainer),
+    "cc": (CentralCriticConfig, CentralCriticTrainer),
 }
 """Learner name -> (config class, trainer class), as `collabzoo train ALGO` knows them."""
 
 __all__ = [
     "LEARNERS",
+    "CentralCriticConfig",
+    "CentralCriticTrainer",
+    "CoLLMCCConfig",
+    "CoLLMCCTrainer",
+    "IACConfig",
+    "IACTrainer",
+    "IPPOConfig",
+    "IPPOTrainer",
     "LLMPolicy",
     "MAGRPOConfig",
     "MAGRPOTrainer",

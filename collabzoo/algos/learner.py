@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -28,7 +29,7 @@ from collabzoo.algos.checkpoint import (
 )
 from collabzoo.algos.model_loading import team_policies
 from collabzoo.algos.policy import Sampling
-from collabzoo.algos.rollout_tree import TreeRollout
+from collabzoo.algos.rollout_tree import Node, TreeRollout, expanded_nodes
 from collabzoo.algos.run_log import RunLogger
 
 
@@ -198,6 +199,30 @@ class Learner:
 
     def train_step(self) -> dict[str, float]:
         raise NotImplementedError
+
+    def rollout_metrics(self, roots: list[Node], started: float) -> dict[str, float]:
+        """Returns, rewards, task metrics and throughput of one update's rollouts; counts the
+        update's joint samples (the first turn's joint actions) into `samples_seen`."""
+        first = [c for root in roots for c in root.children]
+        rewards = [
+            c.reward for root in roots for node in expanded_nodes(root) for c in node.children
+        ]
+        self.samples_seen += len(first)
+        elapsed = time.perf_counter() - started
+        metrics = {
+            "mean_return": sum(c.ret for c in first) / max(1, len(first)),
+            "mean_reward": sum(rewards) / max(1, len(rewards)),
+            "env_steps": float(self.rollout.env_steps),
+            "joint_samples": float(self.samples_seen),
+            "joint_samples_per_s": len(first) / elapsed if elapsed > 0 else 0.0,
+            "update_seconds": elapsed,
+        }
+        task_metrics: dict[str, list[float]] = {}
+        for child in first:
+            for name, value in child.metrics.items():
+                task_metrics.setdefault(name, []).append(value)
+        metrics.update({f"task/{k}": sum(v) / len(v) for k, v in task_metrics.items()})
+        return metrics
 
     # ----- the loop -------------------------------------------------------------------------------
     def train(self) -> dict[str, float]:

@@ -259,35 +259,20 @@ class LLMPolicy:
         """Unique prompts once, completions on their gathered cache; None if the model's cache
         cannot be gathered (the caller then scores each row whole)."""
         device = self.device
-        p_width = max(len(p) for p in unique)
-        prompt_ids = torch.full((len(unique), p_width), self.pad_id, dtype=torch.long)
-        prompt_mask = torch.zeros((len(unique), p_width), dtype=torch.long)
-        for row, p in enumerate(unique):  # left padding: every prompt ends at the same column
-            prompt_ids[row, p_width - len(p) :] = torch.tensor(p)
-            prompt_mask[row, p_width - len(p) :] = 1
-        prompt_positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
-        options: dict[str, Any] = {"use_cache": True, "output_hidden_states": prompt_hidden}
-        if self._keeps_logits:
-            options["logits_to_keep"] = 1
         index = torch.tensor(row_group, device=device)
         targets, mask = self._completion_batch(completions)
         targets, mask = targets.to(device), mask.to(device)
         with self.active():
-            first = self.model(
-                input_ids=prompt_ids.to(device),
-                attention_mask=prompt_mask.to(device),
-                position_ids=prompt_positions.to(device),
-                **options,
-            )
+            first, prompt_mask = self._prompt_pass(unique, hidden=prompt_hidden, logits=True)
             cache = first.past_key_values
             if cache is None or not hasattr(cache, "batch_select_indices"):
                 return None
             cache.batch_select_indices(index)  # one cache row per completion (differentiable)
-            lengths = prompt_mask.sum(-1).to(device)[index]
+            lengths = prompt_mask.sum(-1)[index]
             positions = lengths.unsqueeze(-1) + torch.arange(targets.size(1), device=device)
             rest = self.model(
                 input_ids=targets,
-                attention_mask=torch.cat([prompt_mask.to(device)[index], mask.long()], dim=1),
+                attention_mask=torch.cat([prompt_mask[index], mask.long()], dim=1),
                 position_ids=positions,
                 past_key_values=cache,
             )
@@ -296,6 +281,41 @@ class LLMPolicy:
         picked = torch.cat([first_logits, rest.logits[:, :-1]], dim=1)
         hidden = first.hidden_states[-1][:, -1][index] if prompt_hidden else None
         return self._scored(picked, targets, mask, entropy, hidden)
+
+    def _prompt_pass(
+        self, prompts: Sequence[Sequence[int]], *, hidden: bool, logits: bool
+    ) -> tuple[Any, torch.Tensor]:
+        """One forward pass over left-padded prompts (every prompt ends at the last column,
+        positions count from each prompt's first real token); returns the model output (with
+        its cache) and the attention mask. Call inside `active()`."""
+        device = self.device
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, p in enumerate(prompts):
+            ids[row, width - len(p) :] = torch.tensor(list(p))
+            attention[row, width - len(p) :] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        options: dict[str, Any] = {"use_cache": logits, "output_hidden_states": hidden}
+        if self._keeps_logits:
+            options["logits_to_keep"] = 1
+        attention = attention.to(device)
+        output = self.model(
+            input_ids=ids.to(device),
+            attention_mask=attention,
+            position_ids=positions.to(device),
+            **options,
+        )
+        return output, attention
+
+    def prompt_states(self, prompts: Sequence[Sequence[int]]) -> torch.Tensor:
+        """[batch, hidden]: the last layer's state at each prompt's last token (what a value
+        head reads as V(h)), from one prompt-only forward pass."""
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise ValueError("prompt_states needs a non-empty list of non-empty prompts")
+        with self.active():
+            output, _ = self._prompt_pass(prompts, hidden=True, logits=False)
+        return output.hidden_states[-1][:, -1]
 
     @staticmethod
     def _scored(

@@ -157,27 +157,7 @@ class TreeLearner(Learner):
     def train_step(self) -> dict[str, float]:
         started = time.perf_counter()
         roots = self.rollout.build(self.episode_seeds(self.update), self.args.discount)
-        batch = self.training_batch(roots)
-        metrics = self.optimize(batch)
-        first = [c for root in roots for c in root.children]
-        rewards = [
-            c.reward for root in roots for node in expanded_nodes(root) for c in node.children
-        ]
-        joint_samples = len(first)
-        self.samples_seen += joint_samples
+        metrics = self.optimize(self.training_batch(roots))
         self.update += 1
-        elapsed = time.perf_counter() - started
-        metrics.update(
-            mean_return=sum(c.ret for c in first) / max(1, len(first)),
-            mean_reward=sum(rewards) / max(1, len(rewards)),
-            env_steps=float(self.rollout.env_steps),
-            joint_samples=float(self.samples_seen),
-            joint_samples_per_s=joint_samples / elapsed if elapsed > 0 else 0.0,
-            update_seconds=elapsed,
-        )
-        task_metrics: dict[str, list[float]] = {}
-        for child in first:
-            for name, value in child.metrics.items():
-                task_metrics.setdefault(name, []).append(value)
-        metrics.update({f"task/{k}": sum(v) / len(v) for k, v in task_metrics.items()})
+        metrics.update(self.rollout_metrics(roots, started))
         return metrics
