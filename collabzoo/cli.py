@@ -523,6 +523,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 TINY_MODEL_DEFAULTS = {
     "agent_learning_rate": 1e-2,
+    "actor_learning_rate": 1e-2,
+    "critic_learning_rate": 1e-2,
     "temperature": 1.0,
     "top_p": 1.0,
     "top_k": None,
@@ -545,14 +547,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     env_kwargs = _parse_env_args(args.env_arg)
     probe = _checked(make, entry.id, **env_kwargs)
     agents = list(probe.possible_agents)
-    settings = dict(TINY_MODEL_DEFAULTS) if args.model == "tiny" else {}
+    fields = config_class.__dataclass_fields__
+    settings = (
+        {k: v for k, v in TINY_MODEL_DEFAULTS.items() if k in fields}
+        if args.model == "tiny"
+        else {}
+    )
     settings.update(_parse_env_args(args.set))
     settings.update(output_dir=args.output, max_updates=args.updates, resume=args.resume)
     try:
         config = config_class(**settings)
     except TypeError as error:
-        fields = sorted(config_class.__dataclass_fields__)
-        raise UsageError(f"{error}; {config_class.__name__} fields: {', '.join(fields)}") from None
+        known = ", ".join(sorted(fields))
+        raise UsageError(f"{error}; {config_class.__name__} fields: {known}") from None
     team = args.team or ("separate" if args.model == "tiny" else "lora")
     try:
         if team == "lora":
@@ -651,7 +658,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train with a collabzoo learner; metrics go to OUTPUT/metrics.jsonl (one "
         "JSON object per update), TensorBoard logs and checkpoints to OUTPUT.",
     )
-    train.add_argument("algo", metavar="ALGO", help="magrpo or mareinforce")
+    train.add_argument(
+        "algo", metavar="ALGO", help="magrpo, mareinforce, iac, ippo or cc (CoLLM-CC)"
+    )
     train.add_argument("--env", required=True, help="env name or id, e.g. tinycoop or strbuild")
     train.add_argument(
         "--model",

@@ -275,17 +275,22 @@ def test_cross_tree_and_early_termination() -> None:
 
 # ----- the command line --------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("env", "extra"),
-    [("tinycoop", []), ("strbuild", ["--set", "num_turns=1", "--set", "max_new_tokens=8"])],
+    ("algo", "env", "extra"),
+    [
+        ("magrpo", "tinycoop", []),
+        ("magrpo", "strbuild", ["--set", "num_turns=1", "--set", "max_new_tokens=8"]),
+        ("ippo", "tinycoop", ["--env-arg", "horizon=2", "--set", "mini_batch_size=2"]),
+        ("cc", "strbuild", ["--set", "num_turns=1", "--set", "max_new_tokens=8"]),
+    ],
 )
-def test_collabzoo_train_end_to_end(env: str, extra: list[str], tmp_path) -> None:
+def test_collabzoo_train_end_to_end(algo: str, env: str, extra: list[str], tmp_path) -> None:
     result = subprocess.run(
         [
             sys.executable,
             "-m",
             "collabzoo.cli",
             "train",
-            "magrpo",
+            algo,
             "--env",
             env,
             "--model",
