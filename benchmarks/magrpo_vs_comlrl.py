@@ -365,12 +365,18 @@ CHILDREN = {"collabzoo": child_collabzoo, "comlrl": child_comlrl}
 
 # ----- the parent -----------------------------------------------------------------------------
 def run_child(
-    kind: str, params: dict[str, Any], threads: int, timeout: float, show_stderr: bool = False
+    kind: str,
+    params: dict[str, Any],
+    threads: int,
+    timeout: float,
+    show_stderr: bool = False,
+    script: str = __file__,
 ) -> dict[str, Any]:
+    """Run `script --child KIND` in a fresh process and return its RESULT line."""
     env = {**os.environ, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    command = [sys.executable, __file__, "--child", kind, "--params", json.dumps(params)]
+    command = [sys.executable, script, "--child", kind, "--params", json.dumps(params)]
     started = time.perf_counter()
     try:
         done = subprocess.run(

@@ -1,0 +1,351 @@
+"""Actor-critic training throughput and memory: collabzoo against CoMLRL 1.4.3, side by side.
+
+Three pairings, each on the same two-agent team, data and reward as `magrpo_vs_comlrl.py`
+(a random Qwen2-architecture model, hidden 256, 2 layers, byte-level tokenizer, deep-copied per
+agent; 8 prompts, 1 turn, 128 new tokens; the character-overlap team reward):
+
+- IAC, separate critics: collabzoo `IACTrainer(use_separate_critic=True)` (each critic a copy of
+  its agent's model with a value head) against CoMLRL `IACTrainer(agents=[a, b],
+  critics=[c_a, c_b], use_separate_critic=True)`;
+- IAC, value heads on the actors: `use_separate_critic=False` in both;
+- CC: collabzoo `CentralCriticTrainer` (one critic over env.state()) against CoMLRL
+  `MAACTrainer(agents=[a, b], critics=[c])`.
+
+One generation per agent and prompt (the reference's IAC default), so a joint sample is one
+prompt's joint answer. collabzoo rolls out the 8 prompts per `train_step` (rollout_buffer_size
+8); CoMLRL runs its `.train()` epoch over the 8 prompts with `rollout_buffer_size=4`, as in its
+examples. Each library gets a warm-up (one step / one epoch on 2 other prompts), then timed
+steps / epochs. Every measurement is its own subprocess (so peak RSS is one library's), with the
+same torch thread count (`--threads`, default 1); rounds alternate between the libraries and
+the best round of each is reported.
+
+Memory: CC with two full actors and a full critic (CoMLRL's only option) against collabzoo's CC
+on one base model with three LoRA adapters (two actors, one critic), on the hidden-512 model of
+`magrpo_vs_comlrl.py`, as peak RSS after one update.
+
+    python benchmarks/actor_critic_vs_comlrl.py [--quick] [--json results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from typing import Any
+
+from magrpo_vs_comlrl import (
+    LARGE,
+    MARKER,
+    PROMPTS,
+    SMALL,
+    WARMUP_PROMPTS,
+    comlrl_format_a,
+    comlrl_format_b,
+    comlrl_reward,
+    first_line,
+    peak_rss_mb,
+    prompt_pair_env_class,
+    run_child,
+    summarise,
+    team_models,
+    tensor_bytes,
+)
+
+COMMON = {  # identical for both libraries
+    "max_new_tokens": 128,
+    "temperature": 0.6,
+    "top_p": 0.6,
+    "top_k": 50,
+}
+LEARNING_RATES = {"actor": 5e-6, "critic": 5e-6}
+VARIANTS = ("iac-separate", "iac-head", "cc")
+TARGET_RATIO = 3.0
+
+
+def collabzoo_trainer(variant: str, spec: dict[str, int], lora: bool, tokens: int, workdir: str):
+    from collabzoo.algos import (
+        CentralCriticConfig,
+        CentralCriticTrainer,
+        IACConfig,
+        IACTrainer,
+        LLMPolicy,
+        lora_team,
+        tiny_causal_lm,
+    )
+
+    if lora:
+        model, tokenizer = tiny_causal_lm(0, **spec)
+        policies = lora_team(model, tokenizer, ["a", "b"])
+    else:
+        model_a, model_b, tokenizer = team_models(spec)
+        policies = {"a": LLMPolicy(model_a, tokenizer), "b": LLMPolicy(model_b, tokenizer)}
+    settings = dict(
+        output_dir=workdir,
+        num_turns=1,
+        rollout_buffer_size=len(PROMPTS),
+        num_generations=1,
+        tensorboard=False,
+        progress=False,
+        save_steps=0,
+        actor_learning_rate=LEARNING_RATES["actor"],
+        critic_learning_rate=LEARNING_RATES["critic"],
+        **{**COMMON, "max_new_tokens": tokens},
+    )
+    env = prompt_pair_env_class(PROMPTS)
+    if variant == "cc":
+        return CentralCriticTrainer(env, policies, CentralCriticConfig(**settings)), policies
+    separate = variant == "iac-separate"
+    return IACTrainer(env, policies, IACConfig(use_separate_critic=separate, **settings)), policies
+
+
+def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
+    import pettingzoo  # noqa: F401  (every library this measurement uses, before the baseline)
+    import torch
+    import transformers.models.qwen2.modeling_qwen2  # noqa: F401
+
+    import collabzoo.algos  # noqa: F401
+
+    if params.get("large"):  # both memory runs import peft, so their baselines match
+        import peft  # noqa: F401
+    rss_imports = peak_rss_mb()
+    spec = LARGE if params.get("large") else SMALL
+    with tempfile.TemporaryDirectory() as workdir:
+        trainer, policies = collabzoo_trainer(
+            params["variant"], spec, params.get("lora", False), params["max_new_tokens"], workdir
+        )
+        models = {id(p.model): p.model for p in policies.values()}
+        for critic in trainer.critics.values():
+            models[id(critic.backbone.model)] = critic.backbone.model
+        param_bytes = tensor_bytes(p for m in models.values() for p in m.parameters())
+        torch.manual_seed(0)
+        warm = trainer.train_step()
+        steps = params["steps"]
+        started = time.perf_counter()
+        for _ in range(steps):
+            trainer.train_step()
+        elapsed = time.perf_counter() - started
+        result = {
+            "library": "collabzoo",
+            "variant": params["variant"],
+            "lora": bool(params.get("lora")),
+            "torch_threads": torch.get_num_threads(),
+            "warmup_seconds": warm["update_seconds"],
+            "param_bytes": param_bytes,
+            "rss_after_imports_mb": rss_imports,
+            "peak_rss_mb": peak_rss_mb(),
+        }
+        if steps:
+            joint = steps * len(PROMPTS)
+            result.update(joint_samples=joint, seconds=elapsed, joint_samples_per_s=joint / elapsed)
+        return result
+
+
+def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
+    os.environ["WANDB_MODE"] = "disabled"
+    import copy
+
+    import torch
+    import transformers.models.qwen2.modeling_qwen2  # noqa: F401
+
+    try:
+        import datasets
+        from comlrl.trainers.actor_critic import iac, maac
+    except ImportError as error:
+        return {"library": "comlrl", "error": f"CoMLRL not importable: {error}"}
+    if params.get("large"):
+        import peft  # noqa: F401
+    rss_imports = peak_rss_mb()
+    spec = LARGE if params.get("large") else SMALL
+    model_a, model_b, tokenizer = team_models(spec)
+    common = dict(
+        num_train_epochs=1,
+        num_turns=1,
+        rollout_buffer_size=4,
+        eval_interval=10**9,
+        logging_steps=10**9,
+        early_termination_threshold=None,
+        agent_learning_rate=LEARNING_RATES["actor"],
+        critic_learning_rate=LEARNING_RATES["critic"],
+        **COMMON,
+    )
+    if params["max_new_tokens"] != COMMON["max_new_tokens"]:
+        common["max_new_tokens"] = params["max_new_tokens"]
+    data = dict(
+        tokenizer=tokenizer,
+        train_dataset=datasets.Dataset.from_list([{"prompt": p} for p in WARMUP_PROMPTS]),
+        reward_func=comlrl_reward,
+        formatters=[comlrl_format_a, comlrl_format_b],
+    )
+    variant = params["variant"]
+    critic_models: list[Any] = []
+    if variant == "cc":
+        critic_models = [copy.deepcopy(model_a)]
+        trainer = maac.MAACTrainer(
+            agents=[model_a, model_b],
+            critics=critic_models,
+            args=maac.MAACConfig(**common),
+            **data,
+        )
+    elif variant == "iac-separate":
+        critic_models = [copy.deepcopy(model_a), copy.deepcopy(model_b)]
+        trainer = iac.IACTrainer(
+            agents=[model_a, model_b],
+            critics=critic_models,
+            args=iac.IACConfig(use_separate_critic=True, **common),
+            **data,
+        )
+    else:
+        trainer = iac.IACTrainer(
+            agents=[model_a, model_b],
+            args=iac.IACConfig(use_separate_critic=False, **common),
+            **data,
+        )
+    param_bytes = tensor_bytes(
+        p for m in (model_a, model_b, *critic_models) for p in m.parameters()
+    )
+    torch.manual_seed(0)
+    started = time.perf_counter()
+    trainer.train()  # warm-up epoch on other prompts, never timed
+    warmup = time.perf_counter() - started
+    epochs = params["epochs"]
+    result = {
+        "library": "comlrl",
+        "variant": variant,
+        "torch_threads": torch.get_num_threads(),
+        "warmup_seconds": warmup,
+        "param_bytes": param_bytes,
+        "rss_after_imports_mb": rss_imports,
+    }
+    if epochs:
+        trainer.train_dataset = datasets.Dataset.from_list([{"prompt": p} for p in PROMPTS])
+        started = time.perf_counter()
+        for _ in range(epochs):
+            trainer.train()
+        elapsed = time.perf_counter() - started
+        joint = epochs * len(PROMPTS)
+        result.update(joint_samples=joint, seconds=elapsed, joint_samples_per_s=joint / elapsed)
+    result["peak_rss_mb"] = peak_rss_mb()
+    return result
+
+
+CHILDREN = {"collabzoo": child_collabzoo, "comlrl": child_comlrl}
+
+
+def report(results: dict[str, Any]) -> None:
+    print(
+        f"\nActor-critic training throughput: 2 agents, {len(PROMPTS)} prompts, 1 generation, "
+        f"{COMMON['max_new_tokens']} new tokens, 1 turn, torch threads: "
+        f"{results['settings']['threads']}"
+    )
+    print(
+        f"{'variant':<14}{'collabzoo/s':>12}{'CoMLRL/s':>10}{'ratio':>8}"
+        f"{'collabzoo MB':>14}{'CoMLRL MB':>11}"
+    )
+    for variant in VARIANTS:
+        row = results["throughput"][variant]
+        ours, theirs = row["collabzoo"], row["comlrl"]
+        if "error" in ours or "error" in theirs:
+            print(f"{variant:<14}   {first_line(ours) or first_line(theirs)}")
+            continue
+        ratio = ours["joint_samples_per_s"] / theirs["joint_samples_per_s"]
+        print(
+            f"{variant:<14}{ours['joint_samples_per_s']:>12.2f}"
+            f"{theirs['joint_samples_per_s']:>10.2f}{ratio:>7.2f}x"
+            f"{ours['peak_rss_mb']:>14,.0f}{theirs['peak_rss_mb']:>11,.0f}"
+        )
+    memory = results.get("memory", {})
+    if memory:
+        print("\nMemory of CC on the hidden-512 model, peak RSS after one update:")
+        for name, r in memory.items():
+            if "error" in r:
+                print(f"  {name:<40} {first_line(r)}")
+                continue
+            print(
+                f"  {name:<40} params {r['param_bytes'] / 2**20:7.1f} MB   "
+                f"peak RSS {r['peak_rss_mb']:7,.0f} MB "
+                f"({r['peak_rss_mb'] - r['rss_after_imports_mb']:,.0f} above imports)"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one round, fewer repeats")
+    parser.add_argument("--rounds", type=int, help="alternating rounds per library (default 2)")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per subprocess")
+    parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    parser.add_argument("--params", default="{}", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.child:
+        if int(os.environ.get("OMP_NUM_THREADS", "0") or 0):
+            import torch
+
+            torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+        result = CHILDREN[args.child](json.loads(args.params))
+        print(MARKER + json.dumps(result), flush=True)
+        return
+
+    rounds = args.rounds or (1 if args.quick else 2)
+    steps, epochs = (2, 1) if args.quick else (3, 2)
+    tokens = COMMON["max_new_tokens"]
+    script = os.path.abspath(__file__)
+
+    def child(kind: str, params: dict[str, Any]) -> dict[str, Any]:
+        return run_child(kind, params, args.threads, args.timeout, script=script)
+
+    started = time.perf_counter()
+    results: dict[str, Any] = {
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+            "load_average_at_start": os.getloadavg(),
+            "python": platform.python_version(),
+        },
+        "settings": {
+            "prompts": len(PROMPTS),
+            **COMMON,
+            "model": SMALL,
+            "threads": args.threads,
+            "rounds": rounds,
+        },
+        "throughput": {},
+    }
+    for variant in args.variants:
+        runs: dict[str, list[dict[str, Any]]] = {"collabzoo": [], "comlrl": []}
+        for index in range(rounds):
+            print(f"{variant} round {index + 1}/{rounds} ...", flush=True)
+            params = {"variant": variant, "max_new_tokens": tokens}
+            runs["collabzoo"].append(child("collabzoo", {**params, "steps": steps}))
+            runs["comlrl"].append(child("comlrl", {**params, "epochs": epochs}))
+        results["throughput"][variant] = {k: summarise(v) for k, v in runs.items()}
+    if not args.skip_memory:
+        memory_tokens = 32 if args.quick else tokens
+        params = {"variant": "cc", "max_new_tokens": memory_tokens, "large": True}
+        print("memory ...", flush=True)
+        results["memory"] = {
+            "CoMLRL MAAC, 3 full models": child("comlrl", {**params, "epochs": 0}),
+            "collabzoo CC, 3 full models": child("collabzoo", {**params, "steps": 0}),
+            "collabzoo CC, 1 base + 3 LoRA adapters": child(
+                "collabzoo", {**params, "steps": 0, "lora": True}
+            ),
+        }
+    results["total_seconds"] = time.perf_counter() - started
+    report(results)
+    print(f"\ntotal {results['total_seconds']:.0f}s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
