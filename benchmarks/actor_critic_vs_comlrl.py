@@ -245,8 +245,7 @@ def report(results: dict[str, Any]) -> None:
         f"{'variant':<14}{'collabzoo/s':>12}{'CoMLRL/s':>10}{'ratio':>8}"
         f"{'collabzoo MB':>14}{'CoMLRL MB':>11}"
     )
-    for variant in VARIANTS:
-        row = results["throughput"][variant]
+    for variant, row in results["throughput"].items():
         ours, theirs = row["collabzoo"], row["comlrl"]
         if "error" in ours or "error" in theirs:
             print(f"{variant:<14}   {first_line(ours) or first_line(theirs)}")
