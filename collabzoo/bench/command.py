@@ -344,7 +344,7 @@ def add_commands(commands: Any) -> None:
         description="Play a team (scripted:KIND, hf:MODEL[,MODEL], openai:URL/v1/MODEL) on "
         "envs under collaboration protocols; one results file per env, team and protocol in "
         "--output, with per-episode records and the paper's columns (Time, Cost, scores, "
-        "95%% intervals). Ctrl-C keeps finished episodes; --resume finishes the run.",
+        "95% intervals). Ctrl-C keeps finished episodes; --resume finishes the run.",
     )
     bench.add_argument(
         "--env",
@@ -436,7 +436,7 @@ def add_commands(commands: Any) -> None:
         "leaderboard",
         help="render the results of `collabzoo bench` as a leaderboard",
         description="One table per task with the paper's columns (Time, Cost, scores; mean "
-        "± 95%% interval), the published rows beside the local ones; optionally a plot of "
+        "± 95% interval), the published rows beside the local ones; optionally a plot of "
         "score against cost.",
     )
     board.add_argument("results", nargs="+", metavar="DIR", help="results folders or files")
