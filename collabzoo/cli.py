@@ -4,6 +4,8 @@
     collabzoo play ENV [--seed N] [--task ID_OR_INDEX] [--split train|eval]
                        [--partner oracle|naive] [--seat AGENT] [--env-arg KEY=VALUE ...]
     collabzoo demo [--episodes-per-task N] [--json PATH] [--envs strbuild,housebuild]
+    collabzoo bench --env ENV|all|embedded --team SPEC [--protocol P] ...   (collabzoo.bench)
+    collabzoo leaderboard DIR [--format markdown|csv|json] [--plot PNG]
 
 Only the standard library and the environments are imported here: no torch, no transformers.
 User mistakes (an unknown env, a bad task, a bad constructor argument) end with one line
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 from collabzoo import __version__
+from collabzoo.bench.command import BenchUsageError, add_commands
 from collabzoo.envs import entries, make, resolve
 from collabzoo.envs.scripted_teams import TEAMS, scripted_team
 
@@ -735,6 +738,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="which extreme is best (default: min for a metric named *loss*, else max)",
     )
     plot.set_defaults(handler=cmd_plot)
+
+    add_commands(commands)  # bench, leaderboard: collabzoo/bench/command.py
     return parser
 
 
@@ -747,9 +752,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded by `bench`
     try:
         return args.handler(args)
-    except UsageError as error:
+    except (UsageError, BenchUsageError) as error:
         return _error(str(error))
     except KeyboardInterrupt:
         print(file=sys.stderr)

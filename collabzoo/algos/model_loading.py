@@ -7,7 +7,9 @@ agent (`lora_team`), so a team of N agents costs about one model of memory.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -60,13 +62,29 @@ def load_causal_lm(name: str, *, seed: int = 0, dtype: Any = None) -> tuple[Any,
     """`"tiny"` (see `tiny_causal_lm`), or any Hugging Face causal LM id or local path."""
     if name == TINY:
         return tiny_causal_lm(seed)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(name)
+    tokenizer = load_tokenizer(name)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype or "auto")
     return model, tokenizer
+
+
+def load_tokenizer(name: str) -> Any:
+    """The tokenizer of a hub id or a saved folder. A folder's `tokenizer_config.json` names its
+    class, and that class is used: `AutoTokenizer` goes by the model's config first, so a
+    saved `tiny` model (a Qwen2 model with the ByT5 byte tokenizer) would come back with an
+    empty Qwen2 tokenizer that encodes every prompt to nothing."""
+    import transformers
+
+    config_file = Path(name) / "tokenizer_config.json"
+    if config_file.is_file():
+        named = json.loads(config_file.read_text(encoding="utf-8")).get("tokenizer_class")
+        tokenizer_class = getattr(transformers, str(named), None) if named else None
+        if tokenizer_class is not None:
+            return tokenizer_class.from_pretrained(name)
+    return transformers.AutoTokenizer.from_pretrained(name)
 
 
 def lora_team(

@@ -565,6 +565,9 @@ class CodeProblem:
     prompt: str
     test: str
     entry_point: str
+    solution: str = ""
+    """The dataset's reference solution where it has one (HumanEval's `canonical_solution`, the
+    body that completes `prompt`); never shown to the agents, only the scripted oracle reads it."""
     tests: tuple[CheckTest, ...] = field(init=False)
     imports: tuple[str, ...] = field(init=False)
     helpers: tuple[str, ...] = field(init=False)
@@ -572,7 +575,7 @@ class CodeProblem:
     `is_palindrome`, /32's `poly`...): in the program only with prompt_context="definitions"."""
 
     def __post_init__(self) -> None:
-        for name in ("task_id", "prompt", "test", "entry_point"):
+        for name in ("task_id", "prompt", "test", "entry_point", "solution"):
             if not isinstance(getattr(self, name), str):
                 raise TypeError(f"a code problem's {name} must be a str")
         if not self.entry_point.isidentifier():
@@ -597,6 +600,7 @@ class CodeProblem:
             str(record["prompt"]),
             str(record["test"]),
             str(record["entry_point"]),
+            str(record.get("canonical_solution") or ""),
         )
 
 

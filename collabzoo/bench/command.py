@@ -1,0 +1,447 @@
+"""The `collabzoo bench` and `collabzoo leaderboard` commands (registered by `collabzoo.cli`).
+
+    collabzoo bench --env ENV[,ENV...]|all|embedded --team SPEC [--team SPEC ...]
+                    [--protocol single,parallel,pipeline,discussion|all] [--rounds R]
+                    [--episodes N] [--split eval|train|all] [--output DIR] [--resume]
+    collabzoo leaderboard DIR [DIR ...] [--format markdown|csv|json] [--plot PNG]
+
+`all` is every registered env; pairs that cannot run here (no scripted team of that kind
+for the env, data that cannot be loaded) are skipped with a note. `embedded` is every env whose
+tasks ship with the package, the writing tasks on their embedded sample: it runs offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from collabzoo.bench.columns import COST, TIME, task_columns
+from collabzoo.bench.leaderboard import (
+    FORMATS,
+    find_results,
+    plot_score_vs_cost,
+    render_csv,
+    render_json,
+    render_markdown,
+)
+from collabzoo.bench.models import Sampling
+from collabzoo.bench.protocols import DEFAULT_ROUNDS, PROTOCOLS
+from collabzoo.bench.results import ResultsError
+from collabzoo.bench.runner import (
+    BENCH_SPLITS,
+    BenchError,
+    BenchRun,
+    Interrupted,
+    NotApplicable,
+    RunFailed,
+    RunOutcome,
+    run_bench,
+)
+from collabzoo.bench.teams import ModelOptions, TeamError, parse_team
+from collabzoo.envs import entries, resolve
+
+EMBEDDED: dict[str, dict[str, Any]] = {
+    "strbuild": {},
+    "housebuild": {},
+    "tldr": {"data": "sample"},
+    "arxiv": {"data": "sample"},
+    "tinycoop": {},
+}
+"""`--env embedded`: the envs whose tasks ship with the package, and how to make them so."""
+ENV_GROUPS = ("all", "embedded")
+DEFAULT_OUTPUT = "results"
+REFERENCE_TOP_K = 50
+
+
+class BenchUsageError(Exception):
+    """A mistake on the command line: one 'collabzoo: error:' line, exit status 2."""
+
+
+# ----- reading the arguments ----------------------------------------------------------------
+def _value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def select_envs(text: str) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
+    """([(env short name, default kwargs)], whether a group was named) from --env."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise BenchUsageError("--env needs env names (e.g. strbuild,tldr), 'all' or 'embedded'")
+    chosen: dict[str, dict[str, Any]] = {}
+    group = False
+    for name in names:
+        if name == "all":
+            group = True
+            for entry in entries():
+                chosen.setdefault(entry.short_name, {})
+        elif name == "embedded":
+            group = True
+            for short, kwargs in EMBEDDED.items():
+                chosen.setdefault(short, dict(kwargs))
+        else:
+            try:
+                chosen.setdefault(resolve(name).short_name, {})
+            except ValueError as error:
+                raise BenchUsageError(f"{error}; or a group: {', '.join(ENV_GROUPS)}") from None
+    return list(chosen.items()), group
+
+
+def _scoped(pairs: Sequence[str], option: str, envs: Sequence[str]) -> dict[str | None, dict]:
+    """`[ENV:]KEY=VALUE` pairs by env (None: every env)."""
+    scoped: dict[str | None, dict[str, Any]] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        scope, colon, key = key.rpartition(":") if ":" in key else ("", "", key)
+        key = key.strip()
+        if not sep or not key:
+            raise BenchUsageError(
+                f"{option} takes [ENV:]KEY=VALUE (e.g. tldr:horizon=2), got {pair!r}"
+            )
+        env = None
+        if colon:
+            try:
+                env = resolve(scope.strip()).short_name
+            except ValueError as error:
+                raise BenchUsageError(f"{option} {pair!r}: {error}") from None
+            if env not in envs:
+                raise BenchUsageError(
+                    f"{option} {pair!r} is for {env}, which this run does not play "
+                    f"(its envs: {', '.join(envs)})"
+                )
+        scoped.setdefault(env, {})[key] = _value(raw)
+    return scoped
+
+
+def _data(pairs: Sequence[str], envs: Sequence[str]) -> dict[str, str]:
+    data = {}
+    for pair in pairs:
+        name, sep, source = pair.partition("=")
+        if not sep or not name.strip() or not source.strip():
+            raise BenchUsageError(
+                f"--data takes ENV=SOURCE (a local file or folder, a hub id, or 'sample'), got "
+                f"{pair!r}"
+            )
+        try:
+            env = resolve(name.strip()).short_name
+        except ValueError as error:
+            raise BenchUsageError(f"--data {pair!r}: {error}") from None
+        if env not in envs:
+            raise BenchUsageError(
+                f"--data {pair!r} is for {env}, which this run does not play "
+                f"(its envs: {', '.join(envs)})"
+            )
+        data[env] = source.strip()
+    return data
+
+
+def _protocols(values: Sequence[str]) -> list[str]:
+    chosen: list[str] = []
+    for value in values or ["parallel"]:
+        for name in (v.strip() for v in value.split(",")):
+            if not name:
+                continue
+            if name == "all":
+                chosen += [p for p in PROTOCOLS if p not in chosen]
+            elif name not in PROTOCOLS:
+                raise BenchUsageError(
+                    f"unknown protocol {name!r}; expected one of {', '.join(PROTOCOLS)} or all"
+                )
+            elif name not in chosen:
+                chosen.append(name)
+    return chosen
+
+
+def _summary_line(outcome: RunOutcome) -> str:
+    document = outcome.document
+    summary = document["summary"]
+    env = document["env"]
+    parts = [f"{env['name']} | {document['team']['spec']} | {document['protocol']['name']}"]
+    parts.append(f"{summary['episodes']} episodes")
+    for name in [TIME, COST, *(c.name for c in task_columns(env["name"]).columns)]:
+        mean = (summary.get(name) or {}).get("mean")
+        if mean is not None and math.isfinite(mean):
+            parts.append(f"{name} {mean:.2f}" if name == TIME else f"{name} {mean:.1f}")
+    return " | ".join(parts) + f" -> {outcome.path}"
+
+
+# ----- bench --------------------------------------------------------------------------------
+def cmd_bench(args: argparse.Namespace) -> int:
+    selected, grouped = select_envs(args.env)
+    env_names = [name for name, _ in selected]
+    try:
+        teams = [parse_team(spec) for spec in args.team]
+    except TeamError as error:
+        raise BenchUsageError(str(error)) from None
+    protocols = _protocols(args.protocol)
+    if args.episodes is not None and args.episodes < 1:
+        raise BenchUsageError(f"--episodes must be at least 1, got {args.episodes}")
+    if args.rounds < 1:
+        raise BenchUsageError(f"--rounds must be at least 1, got {args.rounds}")
+    if args.resume and args.overwrite:
+        raise BenchUsageError("--resume and --overwrite exclude each other")
+    scoped = _scoped(args.env_arg, "--env-arg", env_names)
+    data = _data(args.data, env_names)
+    options = ModelOptions(
+        device=args.device,
+        dtype=args.dtype,
+        max_prompt_tokens=args.max_prompt_tokens,
+        concurrency=args.concurrency,
+        timeout=args.timeout,
+        retries=args.retries,
+        api_key_env=args.api_key_env,
+    )
+
+    sandboxes: list[Any] = []
+
+    def sandbox_factory() -> Any:
+        if not sandboxes:
+            from collabzoo.sandbox import get_sandbox
+
+            limits = {"size": args.sandbox_workers} if args.sandbox_workers else {}
+            try:
+                sandboxes.append(get_sandbox(args.sandbox, **limits))
+            except Exception as error:
+                raise BenchUsageError(f"cannot start the {args.sandbox} sandbox: {error}") from None
+        return sandboxes[0]
+
+    outcomes: list[RunOutcome] = []
+    skipped: list[str] = []
+    cannot: set[tuple[str, str]] = set()
+    previous = _terminate_as_interrupt()
+    try:
+        for env_name, defaults in selected:
+            kwargs = {**defaults, **scoped.get(None, {}), **scoped.get(env_name, {})}
+            if env_name in data:
+                kwargs["data"] = data[env_name]
+            for team in teams:
+                top_k = args.top_k
+                if top_k is None:
+                    top_k = None if "openai" in team.kinds else REFERENCE_TOP_K
+                sampling = Sampling(
+                    max_new_tokens=args.max_new_tokens,
+                    temperature=args.temperature,
+                    top_p=args.top_p,
+                    top_k=top_k or None,
+                    greedy=args.greedy,
+                )
+                for protocol in protocols:
+                    if (env_name, team.label) in cannot:
+                        continue
+                    run = BenchRun(
+                        env=env_name,
+                        team=team,
+                        protocol=protocol,
+                        rounds=args.rounds,
+                        split=args.split,
+                        episodes=args.episodes,
+                        seed=args.seed,
+                        env_kwargs=kwargs,
+                        sampling=sampling,
+                        options=options,
+                    )
+                    try:
+                        outcome = run_bench(
+                            run,
+                            args.output,
+                            resume=args.resume,
+                            overwrite=args.overwrite,
+                            sandbox_factory=sandbox_factory,
+                            progress=not args.no_progress,
+                            command=["collabzoo", *getattr(args, "argv", [])],
+                        )
+                    except NotApplicable as error:
+                        if not grouped:
+                            raise BenchUsageError(f"{env_name}: {error}") from None
+                        cannot.add((env_name, team.label))  # for every protocol alike
+                        skipped.append(f"{env_name} / {team.label}: {error}")
+                        print(f"skipped {skipped[-1]}", file=sys.stderr, flush=True)
+                        continue
+                    except (BenchError, ResultsError) as error:
+                        raise BenchUsageError(str(error)) from None
+                    outcomes.append(outcome)
+                    print(_summary_line(outcome), flush=True)
+    except Interrupted as stop:
+        print(
+            f"\ncollabzoo: {stop}; run the same command with --resume to finish it",
+            file=sys.stderr,
+        )
+        return 130
+    except RunFailed as error:
+        print(f"collabzoo: error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for sandbox in sandboxes:
+            sandbox.close()
+    if not outcomes:
+        raise BenchUsageError(
+            "nothing ran: every env / team pair was skipped (see above); pick envs the teams "
+            "can play"
+        )
+    print(
+        f"{len(outcomes)} run(s) in {args.output}"
+        + (f", {len(skipped)} skipped" if skipped else "")
+        + f"; the table: collabzoo leaderboard {args.output}"
+    )
+    return 0
+
+
+def _terminate_as_interrupt() -> Any:
+    """SIGTERM (a job scheduler stopping the run) is handled like Ctrl-C: the finished episodes
+    are saved. Returns the handler to restore."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
+
+
+# ----- leaderboard --------------------------------------------------------------------------
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    try:
+        documents, notes = find_results(args.results)
+    except ResultsError as error:
+        raise BenchUsageError(str(error)) from None
+    for note in notes:
+        print(note, file=sys.stderr)
+    published = not args.no_published
+    render = {"markdown": render_markdown, "csv": render_csv, "json": render_json}[args.format]
+    text = render(documents, published)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as error:
+            raise BenchUsageError(f"cannot write {args.output}: {error}") from None
+        print(f"leaderboard written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    if args.plot:
+        try:
+            path = plot_score_vs_cost(documents, args.plot, published)
+        except ImportError:
+            raise BenchUsageError("--plot needs matplotlib: pip install matplotlib") from None
+        except (OSError, ValueError) as error:
+            raise BenchUsageError(f"cannot plot to {args.plot}: {error}") from None
+        print(f"plot written to {path}", file=sys.stderr)
+    return 0
+
+
+# ----- the parsers --------------------------------------------------------------------------
+def add_commands(commands: Any) -> None:
+    """Add `bench` and `leaderboard` to the `collabzoo` subcommands."""
+    bench = commands.add_parser(
+        "bench",
+        help="benchmark a team on one or more envs into results files",
+        description="Play a team (scripted:KIND, hf:MODEL[,MODEL], openai:URL/v1/MODEL) on "
+        "envs under collaboration protocols; one results file per env, team and protocol in "
+        "--output, with per-episode records and the paper's columns (Time, Cost, scores, "
+        "95% intervals). Ctrl-C keeps finished episodes; --resume finishes the run.",
+    )
+    bench.add_argument(
+        "--env",
+        required=True,
+        help="env names or ids, comma-separated; 'all' (every env; pairs that cannot run are "
+        "skipped) or 'embedded' (the envs whose tasks ship with the package; offline)",
+    )
+    bench.add_argument(
+        "--team",
+        action="append",
+        required=True,
+        metavar="SPEC",
+        help="scripted:oracle|naive|heuristic, hf:MODEL (or a `collabzoo train` checkpoint "
+        "folder, or MODEL_1,MODEL_2 per agent), openai:http://HOST:PORT/v1/MODEL; repeatable",
+    )
+    bench.add_argument(
+        "--protocol",
+        action="append",
+        default=[],
+        help=f"{', '.join(PROTOCOLS)} or all; comma-separated or repeated (default: parallel)",
+    )
+    bench.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help=f"discussion: draft rounds before the answer ({DEFAULT_ROUNDS})",
+    )
+    bench.add_argument(
+        "--episodes", type=int, default=None, help="episodes per run (default: each task once)"
+    )
+    bench.add_argument("--split", choices=BENCH_SPLITS, default="eval", help="task split (eval)")
+    bench.add_argument("--seed", type=int, default=0, help="episode k resets with seed SEED+k (0)")
+    bench.add_argument(
+        "--output", default=DEFAULT_OUTPUT, help=f"results folder ({DEFAULT_OUTPUT})"
+    )
+    bench.add_argument("--resume", action="store_true", help="finish the runs in --output")
+    bench.add_argument("--overwrite", action="store_true", help="start the runs again")
+    bench.add_argument(
+        "--data",
+        action="append",
+        default=[],
+        metavar="ENV=SOURCE",
+        help="an env's data: a local file or folder, a hub id, or 'sample'; repeatable",
+    )
+    bench.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="[ENV:]KEY=VALUE",
+        help="an env constructor argument, for every env or ENV only; VALUE is JSON when it "
+        "parses (e.g. --env-arg housebuild:feedback=position); repeatable",
+    )
+    sampling = bench.add_argument_group("sampling (reference defaults)")
+    sampling.add_argument("--max-new-tokens", type=int, default=Sampling.max_new_tokens)
+    sampling.add_argument("--temperature", type=float, default=Sampling.temperature)
+    sampling.add_argument("--top-p", type=float, default=Sampling.top_p)
+    sampling.add_argument(
+        "--top-k",
+        type=int,
+        default=None,
+        help=f"0: off (default: {REFERENCE_TOP_K}, and off for openai teams)",
+    )
+    sampling.add_argument("--greedy", action="store_true", help="greedy decoding instead")
+    hf = bench.add_argument_group("hf: teams")
+    hf.add_argument("--device", default=ModelOptions.device, help="auto, cpu, cuda, cuda:1 ...")
+    hf.add_argument("--dtype", default=ModelOptions.dtype, help="auto, bfloat16, float16 ...")
+    hf.add_argument("--max-prompt-tokens", type=int, default=ModelOptions.max_prompt_tokens)
+    endpoint = bench.add_argument_group("openai: teams")
+    endpoint.add_argument(
+        "--concurrency",
+        type=int,
+        default=ModelOptions.concurrency,
+        help="requests in flight per endpoint, and episodes played at once",
+    )
+    endpoint.add_argument("--timeout", type=float, default=ModelOptions.timeout, help="s/request")
+    endpoint.add_argument("--retries", type=int, default=ModelOptions.retries)
+    endpoint.add_argument(
+        "--api-key-env",
+        default=ModelOptions.api_key_env,
+        help="environment variable with the API key (local servers need none)",
+    )
+    code = bench.add_argument_group("code tasks")
+    code.add_argument("--sandbox", choices=("auto", "docker", "process"), default="auto")
+    code.add_argument("--sandbox-workers", type=int, default=None, help="(default: CPU count)")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.set_defaults(handler=cmd_bench)
+
+    board = commands.add_parser(
+        "leaderboard",
+        help="render the results of `collabzoo bench` as a leaderboard",
+        description="One table per task with the paper's columns (Time, Cost, scores; mean "
+        "± 95% interval), the published rows beside the local ones; optionally a plot of "
+        "score against cost.",
+    )
+    board.add_argument("results", nargs="+", metavar="DIR", help="results folders or files")
+    board.add_argument("--format", choices=FORMATS, default="markdown")
+    board.add_argument("--no-published", action="store_true", help="leave the paper's rows out")
+    board.add_argument("--output", default=None, metavar="FILE", help="write here, not stdout")
+    board.add_argument("--plot", default=None, metavar="PNG", help="also plot score vs cost")
+    board.set_defaults(handler=cmd_leaderboard)

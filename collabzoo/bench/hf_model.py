@@ -1,0 +1,192 @@
+"""Hugging Face models as team members, through the learners' own `LLMPolicy`, so what the
+bench measures is what `collabzoo train` trained, and a checkpoint it saved benchmarks as is.
+
+Imported only for `hf:` teams: it is the one part of the bench that needs torch.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from collabzoo.bench.models import Generation, Sampling
+from collabzoo.bench.teams import ModelOptions, TeamError
+
+HF_TOKENS = "the model's tokenizer: completion token ids, the end-of-sequence token included"
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+class HFModel:
+    """An `LLMPolicy` as a team member: one batched `generate` per call, seeded per call."""
+
+    kind = "hf"
+    concurrent = False
+
+    def __init__(self, policy: Any, source: dict[str, Any]) -> None:
+        self.policy = policy
+        self.source = source
+        self._lock = threading.Lock()
+
+    def generate(
+        self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]
+    ) -> list[Generation]:
+        import torch
+
+        from collabzoo.algos.policy import Sampling as PolicySampling
+
+        settings = PolicySampling(
+            max_new_tokens=sampling.max_new_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            do_sample=not sampling.greedy,
+        )
+        with self._lock:
+            if seeds:
+                torch.manual_seed(seeds[0])
+            completions = self.policy.generate(list(prompts), settings)
+        generations = []
+        for completion in completions:
+            ids = completion.completion_ids
+            stopped = bool(ids) and ids[-1] == self.policy.eos_id
+            full = len(ids) >= sampling.max_new_tokens
+            finish = "length" if full and not stopped else "stop"
+            generations.append(Generation(completion.text, len(ids), finish))
+        return generations
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.source, "tokens": HF_TOKENS}
+
+
+def _device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return requested
+
+
+def _dtype(name: str) -> Any:
+    if name == "auto":
+        return None
+    import torch
+
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise TeamError(f"unknown dtype {name!r}; expected auto, float32, bfloat16, float16, ...")
+    return dtype
+
+
+def checkpoint_folders(path: str, agents: Sequence[str]) -> dict[Path, list[str]]:
+    """The policies of a `trainer.save(path)` folder: {subfolder: its agents}, from subfolder
+    names that are agents joined by "+". {} when `path` is not such a folder."""
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        return {}
+    found: dict[Path, list[str]] = {}
+    for child in sorted(p for p in root.iterdir() if p.is_dir()):
+        names = child.name.split("+")
+        if all(name in agents for name in names):
+            found[child] = names
+    if not found:
+        return {}
+    covered = [a for names in found.values() for a in names]
+    if sorted(covered) != sorted(agents):
+        listed = ", ".join(p.name for p in found)
+        raise TeamError(
+            f"checkpoint {path} holds policies for {listed}, but the env's agents are "
+            f"{', '.join(agents)}: each agent needs exactly one folder (agents joined by '+')"
+        )
+    return found
+
+
+def _adapter_folder(folder: Path, agent: str | None) -> Path | None:
+    for candidate in ([folder / agent] if agent else []) + [folder]:
+        if (candidate / ADAPTER_CONFIG).is_file():
+            return candidate
+    return None
+
+
+def load_policy(name: str, agent: str | None, options: ModelOptions) -> tuple[Any, dict]:
+    """(LLMPolicy, description) for a hub id, "tiny", a save_pretrained folder, or a LoRA
+    folder saved by a `lora_team` (its base model is read from the adapter config)."""
+    try:
+        from collabzoo.algos.model_loading import load_causal_lm, load_tokenizer
+        from collabzoo.algos.policy import LLMPolicy
+    except ImportError as error:
+        raise TeamError(
+            f"hf: teams need torch and transformers ({error}): pip install 'collabzoo[train]'"
+        ) from None
+
+    device, dtype = _device(options.device), _dtype(options.dtype)
+    source: dict[str, Any] = {"name": name, "device": device, "dtype": options.dtype}
+    folder = Path(name).expanduser()
+    try:
+        adapter = _adapter_folder(folder, agent) if folder.is_dir() else None
+        if adapter is not None:
+            from peft import PeftModel
+
+            config = json.loads((adapter / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+            base = config.get("base_model_name_or_path")
+            if not base:
+                raise TeamError(
+                    f"the LoRA adapter in {adapter} does not name its base model "
+                    "(base_model_name_or_path); save the team from a hub or local base model"
+                )
+            model, tokenizer = load_causal_lm(base, dtype=dtype)
+            if (folder / "tokenizer_config.json").is_file():
+                tokenizer = load_tokenizer(str(folder))
+            adapter_name = agent or "default"
+            model = PeftModel.from_pretrained(model, str(adapter), adapter_name=adapter_name)
+            source.update(base_model=base, adapter=adapter_name)
+        else:
+            model, tokenizer = load_causal_lm(name, dtype=dtype)
+            adapter_name = None
+    except TeamError:
+        raise
+    except (OSError, ValueError, KeyError, ImportError) as error:
+        raise TeamError(
+            f"cannot load Hugging Face model {name!r} ({type(error).__name__}: "
+            f"{str(error)[:300]}); give a hub id, a local model folder, a `collabzoo train` "
+            "checkpoint folder or 'tiny'"
+        ) from None
+    model.to(device)
+    policy = LLMPolicy(
+        model, tokenizer, adapter=adapter_name, max_prompt_tokens=options.max_prompt_tokens
+    )
+    source["max_prompt_tokens"] = options.max_prompt_tokens
+    return policy, source
+
+
+def load_hf_team(
+    targets: Sequence[str], agents: Sequence[str], options: ModelOptions
+) -> dict[str, HFModel]:
+    """One HFModel per agent: one target for all agents (or a checkpoint folder holding one
+    policy per agent group), or one target per agent. Repeated targets load once."""
+    if len(targets) == 1:
+        folders = checkpoint_folders(targets[0], agents)
+        if folders:
+            team: dict[str, HFModel] = {}
+            for folder, names in folders.items():
+                policy, source = load_policy(str(folder), names[0], options)
+                source["checkpoint"] = targets[0]
+                model = HFModel(policy, source)
+                team.update(dict.fromkeys(names, model))
+            return {agent: team[agent] for agent in agents}
+        policy, source = load_policy(targets[0], None, options)
+        return dict.fromkeys(agents, HFModel(policy, source))
+    if len(targets) != len(agents):
+        raise TeamError(
+            f"{len(targets)} Hugging Face models for {len(agents)} agents "
+            f"({', '.join(agents)}): give one, or one per agent"
+        )
+    loaded: dict[str, HFModel] = {}
+    members = {}
+    for agent, target in zip(agents, targets, strict=True):
+        if target not in loaded:  # a LoRA folder of a saved team: this agent's adapter
+            loaded[target] = HFModel(*load_policy(target, agent, options))
+        members[agent] = loaded[target]
+    return members

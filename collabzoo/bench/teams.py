@@ -1,0 +1,292 @@
+"""Teams: who answers for each agent, from a spec on the command line.
+
+    scripted:KIND                     a scripted team of the package (oracle, naive, heuristic)
+    hf:MODEL                          one Hugging Face model (hub id, local folder, or "tiny")
+                                      for every agent, through the learners' LLMPolicy
+    hf:CHECKPOINT                     a `collabzoo train` checkpoint: one folder per policy,
+                                      named after its agents joined by "+"
+    hf:MODEL_1,MODEL_2                one model per agent, in play order
+    openai:http://HOST:PORT/v1/MODEL  any OpenAI-compatible chat endpoint (vLLM, llama.cpp, ...)
+    openai:BASE_URL#MODEL             the same, when the base URL does not end in /v1
+
+Per-agent lists may mix kinds (`hf:Qwen/A,openai:http://h:8000/v1/B`); an item without a
+`kind:` prefix has the kind of the item before it. Models named twice are loaded once and
+shared. In Python, `PolicyTeam` makes a team of any text policies (callables).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from collabzoo.bench.daemon_pool import DaemonPool
+from collabzoo.bench.models import Generation, Sampling, ScriptedModel, TextModel
+from collabzoo.bench.protocols import CallSeeds
+from collabzoo.envs.scripted_teams import CODE_GAMES, TEAMS, code_oracle
+
+KINDS = ("scripted", "hf", "openai")
+SCRIPTED_KINDS = ("oracle", "naive", "heuristic")
+
+
+class TeamError(ValueError):
+    """A team spec that cannot be read, or a team that cannot be made (a model that does not
+    load, an endpoint that does not answer)."""
+
+
+class NoScriptedTeam(TeamError):
+    """The package has no scripted team of that kind for the env (`--env all` skips it)."""
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """Settings of the model kinds that have any (recorded with the run)."""
+
+    device: str = "auto"
+    """hf: "auto" (CUDA when available), "cpu", "cuda", "cuda:1", ..."""
+    dtype: str = "auto"
+    """hf: torch dtype name, or "auto" (the checkpoint's)."""
+    max_prompt_tokens: int = 4096
+    """hf: prompts longer than this keep their last tokens (game histories grow long)."""
+    concurrency: int = 8
+    """openai: requests in flight per endpoint, and episodes played at once."""
+    timeout: float = 120.0
+    """openai: seconds per request before it counts as failed (then retried)."""
+    retries: int = 3
+    """openai: retries of a failed request (connection errors, 408/409/429/5xx), with backoff."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """openai: the environment variable holding the API key (local servers need none)."""
+
+
+class Team:
+    """One model per agent (agents may share a model object). `generate` makes one call per
+    distinct model, so agents sharing a model are batched together."""
+
+    def __init__(self, label: str, members: Mapping[str, TextModel]) -> None:
+        self.label = label
+        self.members = dict(members)
+
+    @property
+    def distinct(self) -> list[TextModel]:
+        return list({id(m): m for m in self.members.values()}.values())
+
+    def solo(self) -> TextModel:
+        """The one model of a team that has one (the `single` protocol needs that)."""
+        models = self.distinct
+        if len(models) != 1:
+            raise TeamError(
+                f"the single protocol plays one model, but team {self.label!r} has "
+                f"{len(models)} different ones; give one model (e.g. hf:NAME)"
+            )
+        return models[0]
+
+    def generate(
+        self, prompts: Mapping[str, str], sampling: Sampling, seeds: CallSeeds
+    ) -> dict[str, Generation]:
+        agents = list(prompts)
+        groups: dict[int, list[str]] = {}
+        for agent in agents:
+            groups.setdefault(id(self.members[agent]), []).append(agent)
+        calls = [(self.members[g[0]], g, seeds.take(len(g))) for g in groups.values()]
+
+        def call(model: TextModel, group: list[str], group_seeds: list[int]) -> list[Generation]:
+            return model.generate([prompts[a] for a in group], sampling, group_seeds)
+
+        if len(calls) > 1 and all(m.concurrent for m, _, _ in calls):
+            pool = DaemonPool(len(calls), "team")
+            try:
+                results = [f.result() for f in [pool.submit(call, *c) for c in calls]]
+            finally:
+                pool.close()
+        else:
+            results = [call(*c) for c in calls]
+        answers: dict[str, Generation] = {}
+        for (_, group, _), generations in zip(calls, results, strict=True):
+            answers.update(zip(group, generations, strict=True))
+        return {agent: answers[agent] for agent in agents}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "spec": self.label,
+            "distinct_models": len(self.distinct),
+            "members": {agent: model.describe() for agent, model in self.members.items()},
+        }
+
+    def episodes_at_once(self, options: ModelOptions) -> int:
+        """Episodes played concurrently: a local model plays one at a time (its agents are
+        batched instead); an endpoint-only team fills its request slots."""
+        models = self.distinct
+        if models and all(m.kind == "openai" for m in models):
+            return max(1, options.concurrency)
+        return 1
+
+
+# ----- specs --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Member:
+    kind: str
+    target: str
+
+
+_KIND_PREFIX = re.compile(r"^(?P<kind>[A-Za-z]+):(?P<rest>.*)$", re.DOTALL)
+
+
+def parse_team(spec: str) -> TeamSpec:
+    """Read a team spec (see the module docstring); raises TeamError saying what was expected."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise TeamError(f"a team spec is KIND:TARGET with KIND one of {', '.join(KINDS)}")
+    members: list[Member] = []
+    kind: str | None = None
+    for item in (part.strip() for part in spec.split(",")):
+        match = _KIND_PREFIX.match(item)
+        if match and match.group("kind").lower() in KINDS:
+            kind, target = match.group("kind").lower(), match.group("rest").strip()
+        elif kind is None:
+            raise TeamError(
+                f"team {spec!r} must start with a kind: KIND:TARGET with KIND one of "
+                f"{', '.join(KINDS)} (e.g. scripted:oracle, hf:Qwen/Qwen2.5-Coder-3B, "
+                "openai:http://localhost:8000/v1/my-model)"
+            )
+        else:
+            target = item
+        if not target:
+            raise TeamError(f"team {spec!r}: {kind}: needs a target after the colon")
+        if kind == "scripted" and target not in SCRIPTED_KINDS:
+            raise TeamError(
+                f"team {spec!r}: unknown scripted team {target!r}; expected one of "
+                f"{', '.join(SCRIPTED_KINDS)}"
+            )
+        if kind == "openai":
+            from collabzoo.bench.openai_model import parse_endpoint
+
+            try:
+                parse_endpoint(target)
+            except ValueError as error:
+                raise TeamError(f"team {spec!r}: {error}") from None
+        members.append(Member(kind, target))
+    return TeamSpec(spec.strip(), tuple(members))
+
+
+def slug(text: str, limit: int = 60) -> str:
+    """A file-name-safe form of a label."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "team"
+    return cleaned[:limit].rstrip("-.")
+
+
+@dataclass(frozen=True)
+class TeamSpec:
+    """A parsed `--team` value; `build` makes the models for one env's agents."""
+
+    label: str
+    members: tuple[Member, ...]
+
+    @property
+    def kinds(self) -> set[str]:
+        return {m.kind for m in self.members}
+
+    def check(self, game: str) -> None:
+        """Raise TeamError when this team cannot play the env, before its data or any model
+        is loaded (whether a code dataset has reference solutions shows only in `build`)."""
+        for member in self.members:
+            if member.kind == "scripted" and not (member.target == "oracle" and game in CODE_GAMES):
+                scripted_policy(member.target, game, None)
+
+    def build(self, env: Any, game: str, agents: Sequence[str], options: ModelOptions) -> Team:
+        if len(self.members) not in (1, len(agents)):
+            raise TeamError(
+                f"team {self.label!r} lists {len(self.members)} models for the "
+                f"{len(agents)} agents of {game} ({', '.join(agents)}); give one model for all "
+                "of them or one per agent, in this order"
+            )
+        if len(self.members) == 1:
+            only = self.members[0]
+            if only.kind == "hf":
+                from collabzoo.bench.hf_model import load_hf_team
+
+                return Team(self.label, load_hf_team([only.target], agents, options))
+            model = self._model(only, env, game, options, {})
+            return Team(self.label, dict.fromkeys(agents, model))
+        made: dict[Member, TextModel] = {}
+        hf_items = [m for m in self.members if m.kind == "hf"]
+        members: dict[str, TextModel] = {}
+        if hf_items:
+            from collabzoo.bench.hf_model import load_hf_team
+
+            hf_agents = [a for a, m in zip(agents, self.members, strict=True) if m.kind == "hf"]
+            members.update(load_hf_team([m.target for m in hf_items], hf_agents, options))
+        for agent, member in zip(agents, self.members, strict=True):
+            if member.kind != "hf":
+                members[agent] = self._model(member, env, game, options, made)
+        return Team(self.label, {agent: members[agent] for agent in agents})
+
+    @staticmethod
+    def _model(
+        member: Member, env: Any, game: str, options: ModelOptions, made: dict[Member, TextModel]
+    ) -> TextModel:
+        if member in made:
+            return made[member]
+        if member.kind == "scripted":
+            policy = scripted_policy(member.target, game, env)
+            model: TextModel = ScriptedModel(member.target, policy, plays_every_role=True)
+        else:
+            from collabzoo.bench.openai_model import OpenAIModel
+
+            model = OpenAIModel.from_target(member.target, options)
+        made[member] = model
+        return model
+
+
+def scripted_policy(kind: str, game: str, env: Any) -> Callable[[str], str]:
+    """The package's scripted policy of `kind` for an env: the text policies of
+    `collabzoo.envs.scripted_teams`, and for the code tasks the oracle built from the env's
+    problems (it needs their reference solutions: HumanEval has them)."""
+    if kind == "oracle" and game in CODE_GAMES:
+        problems = [p for split in ("train", "eval") for p in env.items(split)]
+        missing = [p.task_id for p in problems if not p.solution.strip()]
+        if missing:
+            raise NoScriptedTeam(
+                f"no scripted oracle for {game}: its problems have no reference solutions "
+                f"({missing[0]} and {len(missing) - 1} more); HumanEval's have them"
+            )
+        return code_oracle(problems)
+    policy = TEAMS.get(kind, {}).get(game)
+    if policy is None:
+        plays = sorted(TEAMS.get(kind, {})) + (["humaneval"] if kind == "oracle" else [])
+        raise NoScriptedTeam(
+            f"no scripted {kind} team for {game} (the {kind} team plays {', '.join(plays)})"
+        )
+    return policy
+
+
+class PolicyTeam:
+    """A team of Python text policies (prompt -> answer), for experiments and tests: one
+    callable for every agent, or a mapping agent -> callable. They get each prompt as the
+    protocol wrote it (under `single`, the combined prompt), and Cost counts their answers like
+    a scripted team's."""
+
+    kinds = frozenset({"scripted"})
+
+    def __init__(
+        self, label: str, policies: Callable[[str], str] | Mapping[str, Callable[[str], str]]
+    ) -> None:
+        self.label = label
+        self.policies = policies
+
+    def check(self, game: str) -> None:
+        return None
+
+    def build(self, env: Any, game: str, agents: Sequence[str], options: ModelOptions) -> Team:
+        if callable(self.policies):
+            model = ScriptedModel(self.label, self.policies)
+            return Team(self.label, dict.fromkeys(agents, model))
+        missing = [a for a in agents if a not in self.policies]
+        if missing:
+            raise TeamError(f"team {self.label!r} has no policy for agents {missing}")
+        models: dict[int, ScriptedModel] = {}
+        members = {}
+        for agent in agents:
+            policy = self.policies[agent]
+            models.setdefault(id(policy), ScriptedModel(f"{self.label}:{agent}", policy))
+            members[agent] = models[id(policy)]
+        return Team(self.label, members)

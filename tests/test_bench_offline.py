@@ -1,0 +1,347 @@
+"""`collabzoo bench` and `collabzoo leaderboard` offline: scripted teams on every env, the
+results files, the leaderboard a user reads, re-scoring from a file, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import collabzoo
+from collabzoo.bench import BenchRun, parse_team, read_results, run_bench
+from collabzoo.bench.published import PUBLISHED
+from collabzoo.bench.stats import mean_ci, t_quantile
+from collabzoo.cli import main
+from tests.bench_tables import mean_of, parse_tables
+
+TEAMS = ["scripted:oracle", "scripted:heuristic", "scripted:naive"]
+WRITING_MAX = 2.98
+"""The heuristic writers' documented score on every sample item (README, scripted teams)."""
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "collabzoo.cli", *args],
+        text=True,
+        capture_output=True,
+        timeout=240,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def offline_round(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """`collabzoo bench --env all` with every scripted team, offline (the hub unreachable by
+    setting, an empty cache), then `collabzoo leaderboard` on its folder."""
+    out = tmp_path_factory.mktemp("bench")
+    cache = tmp_path_factory.mktemp("hf-cache")
+    offline = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(cache), "HF_DATASETS_CACHE": str(cache)}
+    teams = [arg for team in TEAMS for arg in ("--team", team)]
+    bench = run_cli(
+        "bench",
+        "--env",
+        "all",
+        *teams,
+        "--protocol",
+        "single,parallel",
+        "--episodes",
+        "3",
+        "--output",
+        str(out),
+        "--no-progress",
+        env=offline,
+    )
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    board = run_cli("leaderboard", str(out))
+    assert board.returncode == 0, board.stderr[-3000:]
+    return out, bench.stdout + bench.stderr, board.stdout
+
+
+def test_every_env_runs_or_is_skipped_with_a_reason(offline_round) -> None:
+    out, log, _ = offline_round
+    files = sorted(p.name for p in out.glob("*.json"))
+    played = {name.split("__")[0] for name in files}
+    # the envs whose tasks ship with the package all ran; the code tasks need their data
+    assert played == {"strbuild", "housebuild", "tldr", "arxiv", "tinycoop"}
+    for code_env in ("coophumaneval", "humaneval", "mbpp"):
+        assert f"skipped {code_env} / scripted:oracle: cannot load the tasks" in log
+    assert "skipped tinycoop / scripted:heuristic: no scripted heuristic team" in log
+    # each pair the package has a team for ran under both protocols
+    assert "tinycoop__single__scripted-oracle__eval.json" in files
+    assert "arxiv__parallel__scripted-naive__eval.json" in files
+    assert len(files) == 2 * 9
+
+
+def test_the_oracle_teams_reach_their_known_maxima(offline_round) -> None:
+    _, _, board = offline_round
+    tables = parse_tables(board)
+    assert set(tables) == {"TLDR", "arXiv", "StrBuild", "HouseBuild", "TinyCoop"}
+
+    def local(title: str, team: str) -> list[dict[str, str]]:
+        rows = [r for r in tables[title] if r["Method"] == team]
+        assert {r["Protocol"] for r in rows} == {"single", "parallel"}, rows
+        return rows
+
+    for row in local("StrBuild", "scripted:oracle"):
+        assert mean_of(row["IoU %"]) == 100.0 and mean_of(row["Adj % ↓"]) == 0.0
+        assert row["Episodes"] == "3" and row["Data"] == "reference words"
+    for row in local("HouseBuild", "scripted:oracle"):
+        assert mean_of(row["IoU %"]) == 100.0 and mean_of(row["HP %"]) == 100.0
+    for row in local("TinyCoop", "scripted:oracle"):
+        assert mean_of(row["Win %"]) == 100.0
+    for title in ("TLDR", "arXiv"):
+        for row in local(title, "scripted:heuristic"):
+            assert mean_of(row["Score %"]) == pytest.approx(100 * WRITING_MAX / 3, abs=0.05)
+            assert row["Data"] == "embedded sample"
+        for row in local(title, "scripted:naive"):
+            assert mean_of(row["Score %"]) < 100 * WRITING_MAX / 3
+    for title in ("StrBuild", "HouseBuild"):  # the naive builders ignore the rules
+        naive = local(title, "scripted:naive")
+        oracle = local(title, "scripted:oracle")
+        assert min(mean_of(r["IoU %"]) for r in oracle) >= max(mean_of(r["IoU %"]) for r in naive)
+        if title == "StrBuild":
+            assert all(mean_of(r["Adj % ↓"]) > 0 for r in naive)
+        else:
+            assert all(mean_of(r["HP %"]) < 100 for r in naive)
+
+
+def test_the_leaderboard_shows_the_published_rows_marked_as_such(offline_round) -> None:
+    _, _, board = offline_round
+    tables = parse_tables(board)
+    assert "TinyCoop" in tables and not [
+        r for r in tables["TinyCoop"] if "published" in r["Method"]
+    ]
+    for title, task in (("TLDR", "tldr"), ("StrBuild", "strbuild"), ("HouseBuild", "housebuild")):
+        shown = [r for r in tables[title] if r["Method"].endswith("(published)")]
+        assert [r["Method"] for r in shown] == [f"{p.method} (published)" for p in PUBLISHED[task]]
+        for row, published in zip(shown, PUBLISHED[task], strict=True):
+            assert mean_of(row["Cost (tokens)"]) == published.cost
+            assert mean_of(row["Time (s)"]) == published.time
+            for column, value in published.scores.items():
+                header = next(h for h in row if h.startswith(f"{column} %"))
+                assert mean_of(row[header]) == value
+            assert row["Data"] == "benchmark (paper)" and "±" not in "".join(row.values())
+    raw = next(r for r in tables["StrBuild"] if r["Method"] == "Raw model (published)")
+    assert raw["Protocol"] == "single"
+    assert "Published models: Qwen3-4B-Instruct-2507 + Qwen2.5-3B-Instruct." in board
+
+
+def test_a_results_file_holds_what_an_audit_needs(offline_round) -> None:
+    out, _, _ = offline_round
+    document = json.loads((out / "housebuild__parallel__scripted-oracle__eval.json").read_text())
+    assert document["format"] == "collabzoo-bench/1" and document["status"] == "complete"
+    env = document["env"]
+    assert env["id"] == "collabzoo/HouseBuild-v0" and env["version"] == 0
+    assert env["agents"] == ["first_builder", "second_builder"] and env["max_reward"] == 1.0
+    assert document["team"]["spec"] == "scripted:oracle"
+    assert document["team"]["members"]["first_builder"]["tokens"].startswith("pieces")
+    assert document["protocol"] == {"name": "parallel"}
+    assert document["split"] == "eval" and document["seed"] == 0
+    assert document["sampling"]["max_new_tokens"] == 256 and document["sandbox"] is None
+    assert document["software"]["collabzoo"] == collabzoo.__version__
+    assert document["hardware"]["cpus"] == os.cpu_count()
+    assert document["command"][:2] == ["collabzoo", "bench"]
+    episodes = document["episodes"]
+    assert [e["index"] for e in episodes] == [0, 1, 2]
+    assert [e["seed"] for e in episodes] == [0, 1, 2]
+    for episode in episodes:
+        assert len(episode["turns"]) == env["horizon"]
+        for turn in episode["turns"]:
+            assert set(turn["actions"]) == set(env["agents"])
+            assert [g["agent"] for g in turn["generations"]] == env["agents"]
+            assert sum(turn["components"].values()) == pytest.approx(turn["reward"])
+            assert {"iou", "hp"} <= set(turn["metrics"])
+        assert episode["cost"] == sum(t["tokens"] for t in episode["turns"])
+    summary = document["summary"]
+    assert summary["episodes"] == 3 and summary["IoU"]["mean"] == 100.0
+
+
+def test_a_run_is_rescored_from_its_file_alone(tmp_path: Path) -> None:
+    """Replaying the recorded actions in a fresh env, made from the recorded id, arguments,
+    seed and task, gives the recorded rewards and components back."""
+    outcome = run_bench(
+        BenchRun("housebuild", parse_team("scripted:naive"), episodes=4, seed=7),
+        tmp_path,
+        progress=False,
+    )
+    document = read_results(outcome.path)
+    for episode in document["episodes"]:
+        env = collabzoo.make(document["env"]["id"], **document["env"]["kwargs"])
+        env.reset(
+            seed=episode["seed"], options={"task": episode["task"], "split": episode["split"]}
+        )
+        for turn in episode["turns"]:
+            _, rewards, _, _, infos = env.step(turn["actions"])
+            agent = document["env"]["agents"][0]
+            assert rewards[agent] == turn["reward"]
+            assert infos[agent]["reward_components"] == turn["components"]
+
+
+def test_more_episodes_than_tasks_wrap_around_with_fresh_seeds(tmp_path: Path) -> None:
+    env = collabzoo.make("strbuild")
+    tasks = len(env.items("eval"))
+    outcome = run_bench(
+        BenchRun("strbuild", parse_team("scripted:oracle"), episodes=2 * tasks + 1, seed=100),
+        tmp_path,
+        progress=False,
+    )
+    episodes = outcome.document["episodes"]
+    assert [e["task"] for e in episodes] == [k % tasks for k in range(2 * tasks + 1)]
+    assert [e["seed"] for e in episodes] == list(range(100, 100 + 2 * tasks + 1))
+    ids = [str(item.task_id) for item in env.items("eval")]
+    assert [e["task_id"] for e in episodes[:tasks]] == ids
+
+
+def test_split_all_plays_train_then_eval(tmp_path: Path) -> None:
+    env = collabzoo.make("strbuild")
+    outcome = run_bench(
+        BenchRun("strbuild", parse_team("scripted:naive"), split="all"), tmp_path, progress=False
+    )
+    expected = [i.task_id for i in env.items("train")] + [i.task_id for i in env.items("eval")]
+    assert [e["task_id"] for e in outcome.document["episodes"]] == expected
+
+
+def test_the_leaderboard_renders_csv_json_and_a_plot(offline_round, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out, _, _ = offline_round
+    plot = tmp_path / "plot.png"
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(out),
+                "--format",
+                "json",
+                "--output",
+                str(tmp_path / "b.json"),
+                "--plot",
+                str(plot),
+            ]
+        )
+        == 0
+    )
+    tables = json.loads((tmp_path / "b.json").read_text())["tables"]
+    assert [t["title"] for t in tables] == ["TLDR", "arXiv", "StrBuild", "HouseBuild", "TinyCoop"]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (
+        main(
+            [
+                "leaderboard",
+                str(out),
+                "--format",
+                "csv",
+                "--no-published",
+                "--output",
+                str(tmp_path / "b.csv"),
+            ]
+        )
+        == 0
+    )
+    lines = (tmp_path / "b.csv").read_text().splitlines()
+    assert lines[0].startswith("task,method,protocol") and "published" not in "".join(lines)
+    oracle_iou = [
+        x for x in lines if x.startswith("strbuild,scripted:oracle,parallel") and ",IoU," in x
+    ]
+    assert len(oracle_iou) == 1 and oracle_iou[0].split(",")[-2] == "100"
+
+
+def test_interval_math() -> None:
+    # Student's t quantiles (standard tables) and an interval worked by hand
+    assert t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-4)
+    assert t_quantile(0.975, 4) == pytest.approx(2.7764, abs=1e-4)
+    assert t_quantile(0.975, 30) == pytest.approx(2.0423, abs=1e-4)
+    estimate = mean_ci([1.0, 2.0, 3.0, 4.0, 5.0])
+    half = 2.7764 * (2.5**0.5) / 5**0.5
+    assert estimate.mean == 3.0 and estimate.half_width == pytest.approx(half, abs=1e-3)
+    assert mean_ci([7.0]).n == 1 and mean_ci([]).n == 0
+
+
+# ----- bad input ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env", "nope", "--team", "scripted:oracle"], "unknown environment 'nope'"),
+        (["--env", "strbuild", "--team", "gpt4"], "must start with a kind: KIND:TARGET"),
+        (["--env", "strbuild", "--team", "vllm:x"], "KIND one of scripted, hf, openai"),
+        (["--env", "strbuild", "--team", "scripted:genius"], "unknown scripted team 'genius'"),
+        (["--env", "strbuild", "--team", "hf:"], "hf: needs a target"),
+        (
+            ["--env", "strbuild", "--team", "openai:http://localhost:8000/my-model"],
+            "expected openai:http://HOST:PORT/v1/MODEL",
+        ),
+        (["--env", "strbuild", "--team", "openai:ftp://h/v1/m"], "has no http(s) base URL"),
+        (["--env", "strbuild", "--team", "openai:http://h:1/v1/"], "names no model"),
+        (
+            ["--env", "strbuild", "--team", "scripted:oracle", "--protocol", "debate"],
+            "unknown protocol 'debate'; expected one of single, parallel, pipeline, discussion",
+        ),
+        (
+            ["--env", "housebuild", "--team", "scripted:heuristic"],
+            "no scripted heuristic team for housebuild (the heuristic team plays arxiv, tldr)",
+        ),
+        (
+            [
+                "--env",
+                "strbuild",
+                "--team",
+                "scripted:oracle,scripted:naive",
+                "--protocol",
+                "single",
+            ],
+            "the single protocol plays one model, but team",
+        ),
+        (
+            ["--env", "strbuild", "--team", "scripted:oracle,naive,naive"],
+            "lists 3 models for the 2 agents of strbuild",
+        ),
+        (
+            ["--env", "strbuild", "--team", "scripted:oracle", "--data", "tldr=sample"],
+            "is for tldr, which this run does not play",
+        ),
+        (
+            ["--env", "strbuild", "--team", "scripted:oracle", "--env-arg", "horizon"],
+            "[ENV:]KEY=VALUE",
+        ),
+        (["--env", "strbuild", "--team", "scripted:oracle", "--episodes", "0"], "at least 1"),
+        (
+            ["--env", "strbuild", "--team", "scripted:oracle", "--env-arg", "colour=red"],
+            "it accepts:",
+        ),
+    ],
+)
+def test_bad_input_gets_a_clear_error(
+    tmp_path: Path, capsys, args: list[str], message: str
+) -> None:
+    assert main(["bench", *args, "--output", str(tmp_path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("collabzoo: error: ") and message in err, err
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_an_existing_run_is_neither_overwritten_nor_mixed_up(tmp_path: Path, capsys) -> None:
+    args = [
+        "bench",
+        "--env",
+        "tinycoop",
+        "--team",
+        "scripted:oracle",
+        "--output",
+        str(tmp_path),
+        "--no-progress",
+    ]
+    assert main(args) == 0
+    assert main(args) == 2
+    assert "already holds 2 of 2 episodes (complete); pass --resume" in capsys.readouterr().err
+    assert main([*args, "--resume", "--seed", "5"]) == 2
+    assert "is another run; it differs in seed: 0 -> 5" in capsys.readouterr().err
+    assert main([*args, "--overwrite", "--seed", "5"]) == 0
+    assert read_results(next(tmp_path.glob("*.json")))["seed"] == 5
+
+
+def test_leaderboard_of_a_missing_folder(capsys) -> None:
+    assert main(["leaderboard", "/no/such/results/folder"]) == 2
+    assert "no such results folder or file" in capsys.readouterr().err
