@@ -80,7 +80,6 @@ class Sample:
     advantage: float
     target: float
     old_value: float
-    critic_ids: list[int] | None = None
     old_log_probs: list[float] | None = field(default=None, repr=False)
 
 
@@ -269,7 +268,9 @@ class ActorCriticLearner(Learner):
         )
         return f"{state}\n\nJoint action:\n{actions}"
 
-    def _critic_ids(self, critic: Critic, node: Node, child: Child | None, agent: str | None):
+    def _critic_ids(
+        self, critic: Critic, node: Node, child: Child | None, agent: str | None
+    ) -> list[int]:
         if critic.shares_actor and agent is not None:
             return node.samples[agent][0].prompt_ids  # the actor's own encoding of h
         return critic.encode(self._critic_text(node, child, agent))
@@ -350,18 +351,17 @@ class ActorCriticLearner(Learner):
                         if not self.centralized:
                             advantage, target, old = estimates[agent][(id(node), index)]
                         completion = node.samples[agent][child.joint[position]]
-                        critic_ids = None if self.centralized else inputs[agent][id(node)]
                         sample = Sample(
                             completion.prompt_ids,
                             completion.completion_ids,
                             advantage,
                             target,
                             old,
-                            critic_ids,
                         )
                         samples[agent].append(sample)
                         critic = None if self.centralized else self.critics[agent]
                         if critic is not None and not critic.shares_actor:
+                            critic_ids = inputs[agent][id(node)]
                             critic_samples[agent].append(CriticSample(critic_ids, target, old))
         if self.args.advantage_normalization:
             for agent_samples in samples.values():
