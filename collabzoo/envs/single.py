@@ -4,7 +4,9 @@ Single-agent learners (TRL, any Gymnasium agent) and the `single` benchmark prot
 same view. Where the env has the reference single-agent baseline (`single_agent=True`: the code
 and writing tasks) the view is that env's one agent. Elsewhere (the building games, TinyCoop)
 the observation is every role's observation in one combined prompt, and the action is every
-role's answer, each under a `##### role #####` header line.
+role's answer, each under a `##### role #####` header line. With `role=` the model plays that
+one role and `partners` (text-in, text-out callables, e.g. the scripted teams) play the others:
+how one agent of a team trains against fixed teammates.
 
     import gymnasium, collabzoo
     env = gymnasium.make("collabzoo/StrBuild-single-v0")
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium
@@ -96,7 +98,8 @@ def single_agent_id(env_id: str) -> str:
 
 
 class SingleAgentView(gymnasium.Env[str, str]):
-    """A collabzoo env (a name or a ParallelEnv) played by one agent.
+    """A collabzoo env (a name or a ParallelEnv) played by one agent: every role, or `role`
+    with `partners` answering for the other roles.
 
     The reward is the team reward (the mean of the agents' rewards, which collabzoo envs share);
     `info["roles"]` holds every role's own info and `info["headers_found"]` the roles whose
@@ -106,11 +109,18 @@ class SingleAgentView(gymnasium.Env[str, str]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
 
     def __init__(
-        self, env: str | ParallelEnv, *, render_mode: str | None = None, **env_kwargs: Any
+        self,
+        env: str | ParallelEnv,
+        *,
+        role: str | None = None,
+        partners: Mapping[str, Callable[[str], str]] | None = None,
+        render_mode: str | None = None,
+        **env_kwargs: Any,
     ) -> None:
         if isinstance(env, str):
             env_class = resolve(env).load()
             solo = {"single_agent": True} if supports_single_agent(env_class) else {}
+            solo = {} if role is not None else solo
             env = make(env, **solo, **env_kwargs, render_mode=render_mode)
         elif env_kwargs:
             raise TypeError("env_kwargs only apply when env is a name; this env is made already")
@@ -118,7 +128,24 @@ class SingleAgentView(gymnasium.Env[str, str]):
             raise TypeError(f"env must be a collabzoo env name or a ParallelEnv, got {type(env)}")
         self.env = env
         self.roles: list[str] = list(env.possible_agents)
+        self.partners = dict(partners or {})
+        if role is None:
+            if self.partners:
+                raise ValueError("partners need role=: the role the model plays")
+        else:
+            if role not in self.roles:
+                raise ValueError(f"role must be one of {self.roles}, got {role!r}")
+            others = [r for r in self.roles if r != role]
+            if sorted(self.partners) != sorted(others) or not all(
+                callable(p) for p in self.partners.values()
+            ):
+                raise ValueError(
+                    f"partners must map each other role {others} to a callable (observation "
+                    f"-> answer), got {sorted(self.partners)}"
+                )
+            self.roles = [role]
         self.render_mode = render_mode
+        self._last: dict[str, str] = {}
         self.observation_space = LLMText(OBSERVATION_MAX_CHARS)
         self.action_space = LLMText(ACTION_MAX_CHARS)
 
@@ -132,6 +159,7 @@ class SingleAgentView(gymnasium.Env[str, str]):
     ) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         observations, infos = self.env.reset(seed=seed, options=options)
+        self._last = dict(observations)
         first = infos[self.roles[0]]
         return self._observe(observations), {"task_id": first.get("task_id"), "roles": infos}
 
@@ -140,9 +168,12 @@ class SingleAgentView(gymnasium.Env[str, str]):
             raise TypeError(f"the action is one whole completion (a str), got {type(action)}")
         if len(self.roles) == 1:
             actions, found = {self.roles[0]: action}, list(self.roles)
+            for other, partner in self.partners.items():
+                actions[other] = partner(self._last[other])
         else:
             actions, found = split_combined_answer(action, self.roles)
         observations, rewards, terminations, truncations, infos = self.env.step(actions)
+        self._last = dict(observations)
         reward = float(sum(rewards.values()) / len(rewards))
         terminated = all(terminations.values())
         truncated = not terminated and any(truncations.values())
