@@ -62,3 +62,22 @@ def test_gymnasium_accepts_the_view_and_bad_input_is_named() -> None:
         SingleAgentView("tinycoop", colour="red")
     with pytest.raises(TypeError, match="made already"):
         SingleAgentView(collabzoo.make("tinycoop"), horizon=2)
+
+
+def test_one_role_against_partners() -> None:
+    from collabzoo.envs.scripted_teams import tinycoop_oracle
+
+    view = gymnasium.make(
+        "collabzoo/TinyCoop-single-v0", role="alpha", partners={"beta": tinycoop_oracle}
+    )
+    prompt, _ = view.reset(seed=0, options={"task": "1"})
+    assert prompt.startswith("tinycoop alpha") and "beta" not in prompt
+    assert view.step("1")[1] == 1.0  # signal 1: odd alpha, the oracle answers an even beta
+    view.reset(seed=0, options={"task": "1"})
+    assert view.step("2")[1] == 0.0
+    with pytest.raises(ValueError, match="partners must map each other role"):
+        SingleAgentView("tinycoop", role="alpha")
+    with pytest.raises(ValueError, match="role must be one of"):
+        SingleAgentView("tinycoop", role="gamma", partners={"beta": tinycoop_oracle})
+    with pytest.raises(ValueError, match="partners need role="):
+        SingleAgentView("tinycoop", partners={"beta": tinycoop_oracle})
