@@ -74,7 +74,8 @@ def test_grpo_trains_one_role_of_tinycoop_on_the_envs_rewards(tmp_path, monkeypa
     )
 
 
-def test_grpo_rollout_hook_plays_whole_multi_turn_episodes(tmp_path) -> None:
+def test_grpo_rollout_hook_plays_whole_multi_turn_episodes(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL
     task = from_env("tinycoop", horizon=2, role="alpha", partners={"beta": tinycoop_oracle})
     trainer, changed, logged = grpo(
         task, tmp_path, reward_funcs=task.env_reward, rollout_func=task.rollout_func
