@@ -17,11 +17,17 @@ adds is text appended AFTER an agent's own observation, so the task prompt stays
 
 from __future__ import annotations
 
-import inspect
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from collabzoo.envs.single import (  # the combined format lives with the single-agent view
+    combined_answer,  # noqa: F401  (re-exported for bench.models)
+    combined_prompt,
+    split_combined_answer,
+    split_combined_prompt,  # noqa: F401  (re-exported for bench.models)
+    supports_single_agent,
+)
 
 if TYPE_CHECKING:
     from collabzoo.bench.models import Sampling
@@ -210,70 +216,6 @@ class Discussion(TeamProtocol):
 
 
 # ----- single: one model, the whole task ---------------------------------------------------
-_ROLE_SECTION = re.compile(
-    r"^##### Role \d+ of \d+: (?P<role>\S+) #####\n"
-    r"(?P<body>.*?)\n##### End of role (?P=role) #####$",
-    re.MULTILINE | re.DOTALL,
-)
-
-
-def combined_prompt(observations: Mapping[str, str]) -> str:
-    """Every agent's observation in one prompt, for one model that plays every role."""
-    roles = list(observations)
-    sections = [
-        f"##### Role {k} of {len(roles)}: {role} #####\n{observations[role]}\n"
-        f"##### End of role {role} #####"
-        for k, role in enumerate(roles, start=1)
-    ]
-    layout = "\n".join(f"##### {role} #####\n({role}'s answer)" for role in roles)
-    return (
-        f"You play every role of this task yourself: {len(roles)} roles, each with its own "
-        "prompt below. Where a prompt mentions a partner or teammate, that is you in another "
-        "role.\n\n" + "\n\n".join(sections) + "\n\nAnswer for every role, each answer under "
-        "its own header line, in this order and with nothing else:\n" + layout
-    )
-
-
-def split_combined_prompt(prompt: str) -> dict[str, str]:
-    """The roles' observations of a combined prompt ({} when it is not one)."""
-    return {m.group("role"): m.group("body") for m in _ROLE_SECTION.finditer(prompt)}
-
-
-def combined_answer(answers: Mapping[str, str]) -> str:
-    """Answers in the combined format: a `##### role #####` header line before each."""
-    return "\n".join(f"##### {role} #####\n{text}" for role, text in answers.items())
-
-
-def split_combined_answer(text: str, roles: Sequence[str]) -> tuple[dict[str, str], list[str]]:
-    """(each role's answer, the roles whose header was found). A header is a line holding just
-    a role's name, in any case, optionally wrapped in `#`, `*`, `:` and spaces (`#####
-    first_builder #####`, `**First_Builder:**`); a role's answer runs to the next header, blank
-    lines around it dropped. With no header at all, the whole text is the first role's answer,
-    as the envs' own single-agent modes do without their marker."""
-    by_name = {role.lower(): role for role in roles}
-    answers: dict[str, list[str]] = {}
-    current: str | None = None
-    for line in text.split("\n"):
-        name = line.strip().strip("#*: \t").lower()
-        if name in by_name:
-            current = by_name[name]
-            answers[current] = []
-        elif current is not None:
-            answers[current].append(line)
-    found = [role for role in roles if role in answers]
-    if not found:
-        return {role: (text if k == 0 else "") for k, role in enumerate(roles)}, []
-    return {role: "\n".join(answers.get(role, [])).strip("\n") for role in roles}, found
-
-
-def supports_single_agent(env_class: type) -> bool:
-    """Whether the env has the reference one-model baseline (`single_agent=True`)."""
-    try:
-        return "single_agent" in inspect.signature(env_class).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 class Single(TeamProtocol):
     name = "single"
 

@@ -2,7 +2,9 @@
 
 `make("strbuild")`, `make("StrBuild")` and `make("collabzoo/StrBuild-v0")` give the same env; a
 short or unversioned name resolves to the newest version. Each id is also registered with
-`pettingzoo.register`, so `pettingzoo.make("parallel", "collabzoo/StrBuild-v0")` works.
+`pettingzoo.register`, so `pettingzoo.make("parallel", "collabzoo/StrBuild-v0")` works; its
+single-agent view (`collabzoo.envs.single`) is registered with Gymnasium, so
+`gymnasium.make("collabzoo/StrBuild-single-v0")` works too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium
 import pettingzoo
 from pettingzoo import ParallelEnv
 
@@ -56,6 +59,12 @@ def register(id: str, entry_point: str, description: str) -> None:
         raise ValueError(f"environment {id!r} is already registered")
     _REGISTRY[id] = EnvEntry(id, entry_point, description)
     pettingzoo.register("parallel", id, entry_point=entry_point)
+    name, _, version = id.rpartition("-v")
+    gymnasium.register(
+        f"{name}-single-v{version}",
+        entry_point="collabzoo.envs.single:SingleAgentView",
+        kwargs={"env": id},
+    )
 
 
 def entries() -> list[EnvEntry]:
