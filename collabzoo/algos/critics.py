@@ -43,14 +43,6 @@ class ValueHead(nn.Module):
         return self.net(hidden.float()).squeeze(-1)
 
 
-def hidden_size(model: Any) -> int:
-    config = getattr(model, "config", None)
-    size = getattr(config, "hidden_size", None)
-    if isinstance(size, int):
-        return size
-    return int(model.get_input_embeddings().embedding_dim)
-
-
 class Critic:
     """A value head on a backbone policy; `shares_actor` when the backbone is an actor's."""
 
@@ -99,6 +91,6 @@ def build_critic(
             model.add_adapter(adapter, copy.deepcopy(model.peft_config[actor.adapter]))
         policy, shares = LLMPolicy(model, actor.tokenizer, adapter=adapter), False
     else:
-        policy, shares = LLMPolicy(copy.deepcopy(actor.model), actor.tokenizer), False
-    head = ValueHead(hidden_size(policy.model), head_hidden_dim)
+        policy, shares = actor.copy(), False
+    head = ValueHead(policy.hidden_size, head_hidden_dim)
     return Critic(policy, head, shares_actor=shares)
