@@ -71,3 +71,19 @@ def test_torchrl_helpers_reject_what_they_cannot_drive() -> None:
     assert action.shape == (2, 2)
     expected = -torch.log(torch.tensor(12.0))
     torch.testing.assert_close(dist.log_prob(action), expected.expand(2))
+
+
+def test_torchrl_modules_drive_a_discrete_mpe2_env() -> None:
+    interop("torchrl")
+    spread = interop("mpe2.simple_spread_v3")
+    from collabzoo.integrations.torchrl import GROUP, mappo_modules, torchrl_env
+
+    torch.manual_seed(0)
+    env = torchrl_env(spread.parallel_env(max_cycles=5), return_state=False, seed=0)
+    actor, critic = mappo_modules(env, centralised=False, share_parameters=False)
+    with torch.no_grad():
+        batch = critic(env.rollout(5, policy=actor))
+    actions = batch[GROUP, "action"]
+    assert actions.shape == (5, 3) and actions.min() >= 0 and actions.max() < 5
+    assert batch[GROUP, "state_value"].shape == (5, 3, 1)
+    assert bool(batch["next", "done"][-1])  # max_cycles=5 ends the episode at the 5th step

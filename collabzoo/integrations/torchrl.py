@@ -119,8 +119,8 @@ def mappo_modules(
         spec=env.full_action_spec[GROUP, "action"],
         in_keys=[(GROUP, "logits")],
         out_keys=[(GROUP, "action")],
-        distribution_class=FactoredCategorical,
-        distribution_kwargs={"sizes": sizes},
+        distribution_class=FactoredCategorical if nvec is not None else D.Categorical,
+        distribution_kwargs={"sizes": sizes} if nvec is not None else {},
         return_log_prob=True,
         log_prob_key=(GROUP, "sample_log_prob"),
     )
