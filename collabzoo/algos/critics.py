@@ -9,6 +9,8 @@ is one of:
   separate critic for about the memory of the adapter);
 - a model of its own: `critic_model_name_or_path`, a model given to the trainer, or else a copy
   of the actor's model.
+
+An `MLPPolicy` actor plays the same part: its last hidden layer is the state the head reads.
 """
 
 from __future__ import annotations
