@@ -12,7 +12,7 @@ mpe2's default local_ratio), averaged over the same held-out episode seeds for e
   landmark with a damped bang-bang controller; a decentralized hand-written reference;
 - IPPO: the trained policies, sampled (as trained) and greedy.
 
-    python benchmarks/ippo_mpe_spread.py --updates 300 --seeds 0 1 2
+    python benchmarks/ippo_mpe_spread.py              # 450 updates of 32 episodes: 360k steps
 """
 
 from __future__ import annotations
@@ -130,11 +130,11 @@ def train(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--updates", type=int, default=300)
-    parser.add_argument("--episodes", type=int, default=16, help="episodes per update")
+    parser.add_argument("--updates", type=int, default=450)
+    parser.add_argument("--episodes", type=int, default=32, help="episodes per update")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--eval-episodes", type=int, default=100)
-    parser.add_argument("--lr", type=float, default=1e-3, help="actor and critic learning rate")
+    parser.add_argument("--lr", type=float, default=3e-3, help="actor and critic learning rate")
     parser.add_argument("--reward-scale", type=float, default=0.1, help="rewards x this to learn")
     options = parser.parse_args()
     eval_seeds = [10_000 + i for i in range(options.eval_episodes)]

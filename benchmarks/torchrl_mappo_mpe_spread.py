@@ -5,7 +5,7 @@ It uses collabzoo's TorchRL adapter (`torchrl_env`, `mappo_modules`, `mappo_loss
 `Collector`, and evaluates on the same episode seeds and team return as
 `ippo_mpe_spread.py` (sampled actions, and greedy).
 
-    python benchmarks/torchrl_mappo_mpe_spread.py --frames 360000 --seed 0
+    python benchmarks/torchrl_mappo_mpe_spread.py [--ippo]   # 120k steps
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def evaluate(actor, seeds: list[int], greedy: bool) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--frames", type=int, default=360_000, help="env steps in all")
+    parser.add_argument("--frames", type=int, default=120_000, help="env steps in all")
     parser.add_argument("--frames-per-batch", type=int, default=800)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ippo", action="store_true", help="per-agent critics (IPPO)")
