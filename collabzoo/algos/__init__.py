@@ -1,6 +1,7 @@
-"""Learners written only against the PettingZoo API, so they train on any ParallelEnv with text
-observations and actions: the Monte-Carlo learners MA-REINFORCE and MAGRPO, and the actor-critic
-learners IAC, IPPO and the centralized critic (CoLLM-CC).
+"""Learners written only against the PettingZoo API, so they train on any ParallelEnv: with LLM
+policies on text observations and actions, with `MLPPolicy` on numeric ones (classic MARL
+environments). The Monte-Carlo learners MA-REINFORCE and MAGRPO, and the actor-critic learners
+IAC, IPPO and the centralized critic (CoLLM-CC).
 
 Nothing here may import collabzoo.envs, collabzoo.rewards or collabzoo.sandbox: a learner sees a
 task only as a ParallelEnv, which is what lets it train on third-party environments too.
@@ -16,6 +17,7 @@ from collabzoo.algos.central_critic import (
 from collabzoo.algos.iac import IACConfig, IACTrainer
 from collabzoo.algos.ippo import IPPOConfig, IPPOTrainer
 from collabzoo.algos.magrpo import MAGRPOConfig, MAGRPOTrainer
+from collabzoo.algos.mlp_policy import MLPPolicy, mlp_team
 from collabzoo.algos.model_loading import load_causal_lm, lora_team, tiny_causal_lm
 from collabzoo.algos.policy import LLMPolicy, Sampling
 from collabzoo.algos.reinforce import MAREINFORCEConfig, MAREINFORCETrainer
@@ -44,8 +46,10 @@ __all__ = [
     "MAGRPOTrainer",
     "MAREINFORCEConfig",
     "MAREINFORCETrainer",
+    "MLPPolicy",
     "Sampling",
     "load_causal_lm",
     "lora_team",
+    "mlp_team",
     "tiny_causal_lm",
 ]

@@ -259,7 +259,7 @@ class ActorCriticLearner(Learner):
         if not self.centralized:
             assert agent is not None
             return node.observations[agent]
-        state = node.state or ""
+        state = node.state if node.state is not None else ""
         if child is None:
             return state
         actions = "\n\n".join(
@@ -565,6 +565,5 @@ class ActorCriticLearner(Learner):
             folder.mkdir(parents=True, exist_ok=True)
             torch.save(critic.head.state_dict(), folder / "value_head.pt")
             if id(critic.backbone.model) in own:
-                critic.backbone.model.save_pretrained(folder)
-                critic.backbone.tokenizer.save_pretrained(folder)
+                critic.backbone.save(folder)
         return path

@@ -9,6 +9,8 @@ is one of:
   separate critic for about the memory of the adapter);
 - a model of its own: `critic_model_name_or_path`, a model given to the trainer, or else a copy
   of the actor's model.
+
+An `MLPPolicy` actor plays the same part: its last hidden layer is the state the head reads.
 """
 
 from __future__ import annotations
@@ -41,14 +43,6 @@ class ValueHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.net(hidden.float()).squeeze(-1)
-
-
-def hidden_size(model: Any) -> int:
-    config = getattr(model, "config", None)
-    size = getattr(config, "hidden_size", None)
-    if isinstance(size, int):
-        return size
-    return int(model.get_input_embeddings().embedding_dim)
 
 
 class Critic:
@@ -99,6 +93,6 @@ def build_critic(
             model.add_adapter(adapter, copy.deepcopy(model.peft_config[actor.adapter]))
         policy, shares = LLMPolicy(model, actor.tokenizer, adapter=adapter), False
     else:
-        policy, shares = LLMPolicy(copy.deepcopy(actor.model), actor.tokenizer), False
-    head = ValueHead(hidden_size(policy.model), head_hidden_dim)
+        policy, shares = actor.copy(), False
+    head = ValueHead(policy.hidden_size, head_hidden_dim)
     return Critic(policy, head, shares_actor=shares)

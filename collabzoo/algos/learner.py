@@ -328,14 +328,13 @@ class Learner:
         return True
 
     def save(self, path: str | Path) -> Path:
-        """The trained policies, one folder per distinct policy (save_pretrained format)."""
+        """The trained policies, one folder per distinct policy (each in its own format)."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         for policy in self.distinct:
             users = [a for a, p in self.policies.items() if p is policy]
             folder = path / "+".join(users)
-            policy.model.save_pretrained(folder)
-            policy.tokenizer.save_pretrained(folder)
+            policy.save(folder)
         return path
 
 

@@ -10,10 +10,12 @@ completion token, the last one included, is scored; prompt tokens are not. With 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -81,6 +83,29 @@ class LLMPolicy:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    @property
+    def hidden_size(self) -> int:
+        """Width of the state `prompt_states` returns (what a value head reads)."""
+        config = getattr(self.model, "config", None)
+        size = getattr(config, "hidden_size", None)
+        if isinstance(size, int):
+            return size
+        return int(self.model.get_input_embeddings().embedding_dim)
+
+    def copy(self) -> LLMPolicy:
+        """The same policy on a deep copy of the model (a separate critic, a frozen reference)."""
+        return LLMPolicy(
+            copy.deepcopy(self.model),
+            self.tokenizer,
+            max_prompt_tokens=self.max_prompt_tokens,
+            share_prompts=self.share_prompts,
+        )
+
+    def save(self, folder: str | Path) -> None:
+        """The model and tokenizer in save_pretrained format."""
+        self.model.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         with self.active():

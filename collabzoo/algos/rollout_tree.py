@@ -6,7 +6,7 @@ generate call covering all nodes and all agents that use it, K samples each. Joi
 children). Each child steps its own copy of the node's environment (copies are made and stepped
 concurrently on worker threads, so slow steps such as sandboxed code run in parallel). An env
 that cannot be deep-copied is rebuilt from its factory and re-played from the same seed and
-action prefix instead.
+action prefix instead (as is an env whose deep copy would be a fresh env: `EzPickle` ones).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+
+from gymnasium.utils import EzPickle
 
 from collabzoo.algos.advantages import discounted_return
 from collabzoo.algos.policy import Completion, LLMPolicy, Sampling
@@ -50,8 +52,9 @@ class Node:
     """Joint actions from the root to here (for re-playing an env that cannot be copied)."""
     samples: dict[str, list[Completion]] = field(default_factory=dict)
     children: list[Child] = field(default_factory=list)
-    state: str | None = None
-    """The joint view `env.state()` at this node (recorded for centralized critics only)."""
+    state: Any = None
+    """The joint view `env.state()` at this node (recorded for centralized critics only): text,
+    or an array on an env with numeric observations."""
 
     @property
     def k(self) -> int:
@@ -66,14 +69,18 @@ def team_reward(rewards: dict[str, float], agents: Sequence[str]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def joint_state(env: Any, observations: dict[str, str], agents: Sequence[str]) -> str:
-    """`env.state()` when the env gives a text state, else every agent's observation labelled
-    "[agent] ...", one after another (the reference's rendering of the joint history)."""
+def joint_state(env: Any, observations: dict[str, Any], agents: Sequence[str]) -> Any:
+    """`env.state()` when the env gives a text state (or a numeric one, on an env whose
+    observations are numeric too), else every agent's observation labelled "[agent] ...", one
+    after another (the reference's rendering of the joint history)."""
     try:
         state = env.state()
     except (NotImplementedError, AttributeError):
         state = None
     if isinstance(state, str):
+        return state
+    numeric = not any(isinstance(observations.get(a), str) for a in agents)
+    if state is not None and numeric:
         return state
     return "\n\n".join(f"[{agent}] {observations.get(agent, '')}" for agent in agents)
 
@@ -84,6 +91,18 @@ def _numeric_metrics(infos: dict[str, Any]) -> dict[str, float]:
         if isinstance(metrics, dict):
             return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
     return {}
+
+
+def copy_loses_state(env: Any) -> bool:
+    """Whether `copy.deepcopy(env)` would rebuild the env from its constructor arguments
+    (gymnasium's `EzPickle`, used by most PettingZoo envs) instead of copying its state."""
+    seen = 0
+    while env is not None and seen < 16:
+        if isinstance(env, EzPickle):
+            return True
+        env = getattr(env, "aec_env", None) or getattr(env, "env", None)
+        seen += 1
+    return False
 
 
 class TreeRollout:
@@ -215,6 +234,8 @@ class TreeRollout:
         if reuse:
             return node.env
         try:
+            if copy_loses_state(node.env):
+                raise TypeError("a deep copy of this env is a fresh env")
             return copy.deepcopy(node.env)
         except Exception:  # not copyable: rebuild and re-play the same prefix
             env = self.env_factory()

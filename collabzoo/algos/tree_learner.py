@@ -12,7 +12,6 @@ loss skips the update and is reported; it never becomes a constant.
 
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -58,10 +57,11 @@ class TreeLearner(Learner):
         if args.reference_kl_enabled:
             for policy in self.distinct:
                 if policy.adapter is None:  # no LoRA base to fall back on: a frozen copy
-                    frozen = copy.deepcopy(policy.model).eval()
-                    for p in frozen.parameters():
+                    frozen = policy.copy()
+                    frozen.model.eval()
+                    for p in frozen.model.parameters():
                         p.requires_grad_(False)
-                    self.references[id(policy)] = LLMPolicy(frozen, policy.tokenizer)
+                    self.references[id(policy)] = frozen
 
     # ----- rewards and advantages ---------------------------------------------------------------
     def node_advantages(self, node: Node) -> dict[str, list[float]]:

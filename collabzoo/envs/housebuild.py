@@ -116,6 +116,11 @@ class HouseBuildEnv(TextCollabEnv[rules.House]):
         self._boxes: tuple[Box, ...] = ()
         self._last: rules.HouseBuildOutcome | None = None
 
+    @property
+    def outcome(self) -> rules.HouseBuildOutcome | None:
+        """The last scored turn (the built world and its breakdown); None before the first."""
+        return self._last
+
     # ----- task items -----------------------------------------------------------------------
     def _load_items(self, split: str) -> Sequence[rules.House]:
         specs = generate_houses(EMBEDDED_HOUSES) if self._data is None else load_records(self._data)

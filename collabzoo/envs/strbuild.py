@@ -96,6 +96,11 @@ class StrBuildEnv(TextCollabEnv[StrBuildTask]):
         self._data = data
         self._last: rules.StrBuildOutcome | None = None
 
+    @property
+    def outcome(self) -> rules.StrBuildOutcome | None:
+        """The last scored turn (the built world and its breakdown); None before the first."""
+        return self._last
+
     # ----- task items -----------------------------------------------------------------------
     def _load_items(self, split: str) -> Sequence[StrBuildTask]:
         if self._custom_targets is not None:

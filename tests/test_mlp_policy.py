@@ -1,0 +1,139 @@
+"""MLP policies behind the LLM policy interface: the learners on classic PettingZoo envs (mpe2)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the learners need the train extra")
+
+from gymnasium import spaces  # noqa: E402
+
+from collabzoo.algos import (  # noqa: E402
+    CentralCriticConfig,
+    CentralCriticTrainer,
+    IACConfig,
+    IACTrainer,
+    IPPOConfig,
+    IPPOTrainer,
+    MAREINFORCEConfig,
+    MAREINFORCETrainer,
+    Sampling,
+)
+from collabzoo.algos.mlp_policy import MLPPolicy, mlp_team  # noqa: E402
+
+
+def interop(module: str):
+    """The module, or a skip outside CI (a failure under CI=true: the interop extra has it)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{module} is missing: CI installs the interop extra ({error})")
+        pytest.skip(f"{module} not installed: pip install 'collabzoo[interop]'")
+
+
+QUIET = dict(
+    tensorboard=False, progress=False, save_steps=0, temperature=1.0, top_p=1.0, top_k=None
+)
+
+
+def test_mlp_policy_scores_what_it_samples_per_action_component() -> None:
+    observation_space = spaces.Box(-1.0, 1.0, (2, 3), dtype=np.float32)
+    policy = MLPPolicy(observation_space, spaces.MultiDiscrete([3, 4]), hidden=(8,), seed=1)
+    observations = [observation_space.sample() for _ in range(5)]
+    completions = policy.generate(observations, Sampling())
+    assert all(policy.action_space.contains(c.text) for c in completions)
+    scored = policy.score(
+        [c.prompt_ids for c in completions],
+        [c.completion_ids for c in completions],
+        entropy=True,
+        prompt_hidden=True,
+    )
+    assert scored.log_probs.shape == (5, 2) and scored.mask.all()
+    _, logits = policy.model(torch.tensor(np.stack([o.reshape(-1) for o in observations])))
+    for d, part in enumerate(logits):
+        picked = torch.tensor([c.completion_ids[d] for c in completions])
+        expected = part.log_softmax(-1).gather(-1, picked[:, None]).squeeze(-1)
+        torch.testing.assert_close(scored.log_probs[:, d], expected)
+    assert scored.prompt_hidden.shape == (5, 8)
+    assert (scored.entropy <= torch.log(torch.tensor([3.0, 4.0])) + 1e-5).all()
+    greedy = policy.generate(observations[:1], Sampling(do_sample=False))[0]
+    assert greedy.completion_ids == [int(p[0].argmax()) for p in logits]
+
+
+def test_mlp_policy_rejects_what_it_cannot_read() -> None:
+    with pytest.raises(TypeError, match="Discrete or 1-D MultiDiscrete"):
+        MLPPolicy(spaces.Box(0, 1, (2,)), spaces.Box(0, 1, (2,)))
+    policy = MLPPolicy(spaces.Box(0, 1, (3,)), spaces.Discrete(2))
+    with pytest.raises(TypeError, match="numeric observations"):
+        policy.encode_prompt("a text observation")
+    with pytest.raises(ValueError, match="this policy expects 3"):
+        policy.encode_prompt(np.zeros(5, dtype=np.float32))
+    with pytest.raises(ValueError, match="identical spaces"):
+        mpe2 = interop("mpe2.simple_speaker_listener_v4")
+        mlp_team(mpe2.parallel_env(), shared=True)
+
+
+def test_ippo_with_mlp_policies_learns_mpe_simple(tmp_path) -> None:
+    """A short IPPO run on mpe2's simple_v3 (reach the landmark): the mean step reward of the
+    last updates must be far above the first update's (random) one."""
+    simple = interop("mpe2.simple_v3")
+    torch.manual_seed(0)
+
+    def make():
+        return simple.parallel_env(max_cycles=25)
+
+    args = IPPOConfig(
+        output_dir=str(tmp_path),
+        max_updates=30,
+        rollout_buffer_size=16,
+        discount=0.99,
+        actor_learning_rate=3e-3,
+        critic_learning_rate=3e-3,
+        reward_scale=0.1,
+        mini_batch_size=100,
+        value_clip_range=None,
+        entropy_coef=0.01,
+        max_grad_norm=0.5,
+        logprob_batch_size=10_000,
+        **QUIET,
+    )
+    trainer = IPPOTrainer(env=make, models=mlp_team(make()), args=args)
+    rewards = [trainer.train_step()["mean_reward"] / 0.1 for _ in range(args.max_updates)]
+    first, last = rewards[0], sum(rewards[-5:]) / 5
+    assert last > first + 0.5, rewards  # raw per-step reward: about -1.6 at random
+    trainer.save(tmp_path / "saved")
+    assert (tmp_path / "saved" / "agent_0" / "mlp.pt").exists()
+    assert (tmp_path / "saved" / "critic-agent_0" / "mlp.pt").exists()
+
+
+@pytest.mark.parametrize("learner", ["iac", "cc", "mareinforce"])
+def test_other_learners_take_finite_steps_with_mlps_on_simple_spread(learner, tmp_path) -> None:
+    spread = interop("mpe2.simple_spread_v3")
+    env = spread.parallel_env(max_cycles=5)
+    team = mlp_team(env, shared=True)
+    common = dict(output_dir=str(tmp_path), max_updates=2, rollout_buffer_size=2, **QUIET)
+    if learner == "iac":
+        trainer = IACTrainer(
+            env=env, models=team, args=IACConfig(**common, use_separate_critic=False)
+        )
+    elif learner == "cc":
+        state_critic = MLPPolicy(env.state_space, spaces.Discrete(1), hidden=(32,))
+        trainer = CentralCriticTrainer(
+            env=env, models=team, critics=state_critic, args=CentralCriticConfig(**common)
+        )
+    else:
+        trainer = MAREINFORCETrainer(
+            env=env, models=team, args=MAREINFORCEConfig(**common, num_turns=2, num_generations=2)
+        )
+    before = [p.detach().clone() for p in team["agent_0"].trainable_parameters()]
+    metrics = trainer.train()
+    assert metrics["skipped"] == 0.0 and np.isfinite(metrics["loss"])
+    after = team["agent_0"].trainable_parameters()
+    assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    trainer.resume()  # the checkpoint of the MLP team loads back
+    assert trainer.update == 2
