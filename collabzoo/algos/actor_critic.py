@@ -27,7 +27,6 @@ A non-finite loss skips that optimizer step and is counted in `skipped_updates`.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -522,13 +521,8 @@ class ActorCriticLearner(Learner):
         )
         return metrics
 
-    def train_step(self) -> dict[str, float]:
-        started = time.perf_counter()
-        roots = self.rollout.build(self.episode_seeds(self.update), self.args.discount)
-        metrics = self.optimize(*self.training_batch(roots))
-        self.update += 1
-        metrics.update(self.rollout_metrics(roots, started))
-        return metrics
+    def learn(self, roots: list[Node]) -> dict[str, float]:
+        return self.optimize(*self.training_batch(roots))
 
     # ----- state --------------------------------------------------------------------------------
     def _own_critic_models(self) -> list[Any]:

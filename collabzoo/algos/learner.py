@@ -2,9 +2,10 @@
 
 A `Learner` owns the team of policies, the environment factories, the rollout machinery, the
 reward transforms, the training loop (logging, evaluation, checkpoints, resume) and saving.
-A subclass supplies `train_step()` (roll out, compute advantages, update) and any extra state
-(critics, their optimizers) through `extra_state()` / `load_extra_state()`. The Monte-Carlo
-learners (`tree_learner`) and the actor-critic learners (`actor_critic`) are its two families.
+A subclass supplies `learn(roots)` (advantages from the rollout trees, then the update) and
+any extra state (critics, their optimizers) through `extra_state()` / `load_extra_state()`.
+The Monte-Carlo learners (`tree_learner`) and the actor-critic learners (`actor_critic`) are
+its two families.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def adamw(parameters: list[torch.nn.Parameter], lr: float, args: LearnerConfig) 
 
 
 class Learner:
-    """Base trainer: the team, the rollouts, the loop and the state; `train_step` is the
+    """Base trainer: the team, the rollouts, the loop and the state; `learn` is the
     subclass's."""
 
     algorithm = "learner"
@@ -197,8 +198,19 @@ class Learner:
         size = self.args.rollout_buffer_size
         return [self.args.seed * 1_000_003 + update * size + j for j in range(size)]
 
-    def train_step(self) -> dict[str, float]:
+    def learn(self, roots: list[Node]) -> dict[str, float]:
+        """Advantages from one update's rollout trees, and the optimizer step(s) on them; returns
+        the learner's own metrics (losses, gradient norms, ...)."""
         raise NotImplementedError
+
+    def train_step(self) -> dict[str, float]:
+        """One update: roll out this update's episodes, learn from them, count and report."""
+        started = time.perf_counter()
+        roots = self.rollout.build(self.episode_seeds(self.update), self.args.discount)
+        metrics = self.learn(roots)
+        self.update += 1
+        metrics.update(self.rollout_metrics(roots, started))
+        return metrics
 
     def rollout_metrics(self, roots: list[Node], started: float) -> dict[str, float]:
         """Returns, rewards, task metrics and throughput of one update's rollouts; counts the

@@ -12,7 +12,6 @@ loss skips the update and is reported; it never becomes a constant.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,10 +153,5 @@ class TreeLearner(Learner):
         metrics.update(loss=total, grad_norm=float(norm), skipped=0.0)
         return metrics
 
-    def train_step(self) -> dict[str, float]:
-        started = time.perf_counter()
-        roots = self.rollout.build(self.episode_seeds(self.update), self.args.discount)
-        metrics = self.optimize(self.training_batch(roots))
-        self.update += 1
-        metrics.update(self.rollout_metrics(roots, started))
-        return metrics
+    def learn(self, roots: list[Node]) -> dict[str, float]:
+        return self.optimize(self.training_batch(roots))
