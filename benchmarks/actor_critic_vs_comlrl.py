@@ -39,7 +39,6 @@ from typing import Any
 
 from magrpo_vs_comlrl import (
     LARGE,
-    MARKER,
     PROMPTS,
     SMALL,
     WARMUP_PROMPTS,
@@ -49,6 +48,7 @@ from magrpo_vs_comlrl import (
     first_line,
     peak_rss_mb,
     prompt_pair_env_class,
+    run_as_child,
     run_child,
     summarise,
     team_models,
@@ -284,12 +284,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child:
-        if int(os.environ.get("OMP_NUM_THREADS", "0") or 0):
-            import torch
-
-            torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-        result = CHILDREN[args.child](json.loads(args.params))
-        print(MARKER + json.dumps(result), flush=True)
+        run_as_child(CHILDREN, args.child, args.params)
         return
 
     rounds = args.rounds or (1 if args.quick else 2)

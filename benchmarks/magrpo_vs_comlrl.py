@@ -395,6 +395,17 @@ def run_child(
     return result
 
 
+def run_as_child(children: dict[str, Any], kind: str, params: str) -> None:
+    """The child side of `run_child`: one measurement with the parent's thread count, printed
+    as a RESULT line."""
+    if int(os.environ.get("OMP_NUM_THREADS", "0") or 0):
+        import torch
+
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    result = children[kind](json.loads(params))
+    print(MARKER + json.dumps(result), flush=True)
+
+
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Best-of-rounds throughput (the least disturbed round) and the highest peak RSS."""
     good = [r for r in runs if "error" not in r]
@@ -485,12 +496,7 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.child:
-        if int(os.environ.get("OMP_NUM_THREADS", "0") or 0):
-            import torch
-
-            torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-        result = CHILDREN[args.child](json.loads(args.params))
-        print(MARKER + json.dumps(result), flush=True)
+        run_as_child(CHILDREN, args.child, args.params)
         return
 
     rounds = args.rounds or (1 if args.quick else 3)
