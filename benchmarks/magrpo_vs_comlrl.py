@@ -262,11 +262,13 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
             "generate_calls_per_step": trainer.rollout.generate_calls / (steps + 1),
             "param_bytes": param_bytes,
             "trainable_bytes": trainable,
-            "optimizer_state_bytes": optimizer_state_bytes([trainer.optimizer]),
+            "optimizer_state_bytes": optimizer_state_bytes(
+                [g.optimizer for g in trainer.groups.values()]
+            ),
             # weights + gradients + optimizer state: what training keeps between steps
             "train_state_bytes": param_bytes
             + trainable
-            + optimizer_state_bytes([trainer.optimizer]),
+            + optimizer_state_bytes([g.optimizer for g in trainer.groups.values()]),
             "rss_after_imports_mb": rss_imports,
             "rss_after_build_mb": rss_built,
             "peak_rss_mb": peak_rss_mb(),

@@ -155,9 +155,12 @@ def test_centralized_critic_reads_the_joint_state_and_q_reads_the_joint_action(
         texts = [trainer.critics["team"].backbone.decode(ids) for ids in inputs.values()]
         env.reset(seed=trainer.episode_seeds(0)[0])
         assert env.state() in texts[0], "the critic reads env.state()"
-        if critic_type == "q":  # one input per (state, joint action)
-            assert len(inputs) == sum(len(n.children) for r in roots for n in expanded_nodes(r))
-            assert all("[alpha]" in t and "[beta]" in t for t in texts)
+        if critic_type == "q":  # one input per (state, joint action), one per state (V(s))
+            nodes = [n for r in roots for n in expanded_nodes(r)]
+            actions = [t for key, t in zip(inputs, texts, strict=True) if key[0] != "state"]
+            assert len(actions) == sum(len(n.children) for n in nodes)
+            assert len(inputs) == len(actions) + len(nodes)
+            assert all("[alpha]" in t and "[beta]" in t for t in actions)
         else:
             assert len(inputs) == len(texts) == 2 * (1 + 2)  # per tree: the root and 2 nodes
         assert_trains_actors_and_critics(trainer)
@@ -205,10 +208,14 @@ def test_actor_critic_resume_ends_with_the_same_actors_and_critics(
         assert torch.equal(a, b)
     for a, b in zip(critic_parameters(whole), critic_parameters(resumed), strict=True):
         assert torch.equal(a, b)
-    for name in whole.critic_optimizer.state_dict()["state"]:
-        left = whole.critic_optimizer.state_dict()["state"][name]["exp_avg"]
-        right = resumed.critic_optimizer.state_dict()["state"][name]["exp_avg"]
-        assert torch.equal(left, right)
+    assert list(whole.groups) == list(resumed.groups)
+    assert any(name.startswith("critic/") for name in whole.groups)
+    for name, group in whole.groups.items():  # every optimizer, the critics' included
+        left = group.optimizer.state_dict()["state"]
+        right = resumed.groups[name].optimizer.state_dict()["state"]
+        assert left.keys() == right.keys() and left
+        for key in left:
+            assert torch.equal(left[key]["exp_avg"], right[key]["exp_avg"])
 
 
 # ----- any ParallelEnv ----------------------------------------------------------------------------

@@ -29,10 +29,24 @@ G = [1.0, 2.0, 4.0, 5.0]  # mean 3, unbiased std sqrt(10/3)
 )
 def test_baselines(baseline: str, expected: list[float]) -> None:
     assert group_advantages(G, baseline) == pytest.approx(expected)
-    std = math.sqrt(10 / 3)
+    population = math.sqrt(10 / 4)  # the reference's std: squares / K, not / (K - 1)
     assert group_advantages(G, baseline, normalize=True) == pytest.approx(
-        [e / std for e in expected], rel=1e-6
+        [e / population for e in expected], rel=1e-6
     )
+    unbiased = math.sqrt(10 / 3)
+    assert group_advantages(G, baseline, normalize=True, std="unbiased") == pytest.approx(
+        [e / unbiased for e in expected], rel=1e-6
+    )
+
+
+def test_a_group_of_equal_returns_divides_by_the_reference_floor() -> None:
+    """std 0: the reference clamps it at 1e-6, so a group whose returns differ by rounding
+    noise only gets advantages of that noise / 1e-6, exactly as CoMLRL computes them."""
+    assert group_advantages([2.0, 2.0, 2.0], "mean", normalize=True) == [0.0, 0.0, 0.0]
+    noisy = group_advantages([1.0, 1.0 + 2e-7], "mean", normalize=True)
+    assert noisy == pytest.approx([-0.1, 0.1], rel=1e-6)
+    with pytest.raises(ValueError, match="std must be one of"):
+        group_advantages(G, "mean", normalize=True, std="sample")
 
 
 def test_returns_and_cross_mode_means() -> None:
@@ -63,8 +77,8 @@ def test_tree_returns_bottom_up_with_early_termination() -> None:
     # R(child 0) = 1 + 0.5 * mean(1, 3) = 2; R(child 1) = 0 (a leaf)
     assert [c.ret for c in root.children] == [2.0, 0.0]
     assert [c.ret for c in root.children[0].node.children] == [1.0, 3.0]
-    # MAGRPO (mean baseline, normalised, unbiased std of (2, 0) = sqrt(2)):
+    # MAGRPO (mean baseline, normalised, population std of (2, 0) = 1):
     advantages = group_advantages(
         sample_returns([(0, 0), (1, 1)], [2.0, 0.0], 0, 2), "mean", normalize=True
     )
-    assert advantages == pytest.approx([1 / math.sqrt(2), -1 / math.sqrt(2)], rel=1e-6)
+    assert advantages == pytest.approx([1.0, -1.0], rel=1e-6)

@@ -189,7 +189,9 @@ def test_a_non_finite_loss_skips_the_update_and_is_reported(tmp_path) -> None:
     trainer = MAGRPOTrainer(NaNReward, team(("left", "right")), config)
     before = parameters(trainer)
     last = trainer.train()
-    assert last["skipped"] == 1.0 and trainer.skipped_updates == 2
+    # the team reward is NaN: each agent's own step is skipped, 2 updates x 2 agents
+    assert last["skipped"] == 2.0 and last["skipped/left"] == last["skipped/right"] == 1.0
+    assert trainer.skipped_updates == 4
     assert all(torch.equal(a, b) for a, b in zip(before, parameters(trainer), strict=True))
 
 

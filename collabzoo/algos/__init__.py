@@ -19,8 +19,9 @@ from collabzoo.algos.ippo import IPPOConfig, IPPOTrainer
 from collabzoo.algos.magrpo import MAGRPOConfig, MAGRPOTrainer
 from collabzoo.algos.mlp_policy import MLPPolicy, mlp_team
 from collabzoo.algos.model_loading import load_causal_lm, lora_team, tiny_causal_lm
-from collabzoo.algos.policy import LLMPolicy, Sampling
+from collabzoo.algos.policy import LLMPolicy
 from collabzoo.algos.reinforce import MAREINFORCEConfig, MAREINFORCETrainer
+from collabzoo.algos.sampling import Sampling
 
 LEARNERS = {
     "magrpo": (MAGRPOConfig, MAGRPOTrainer),

@@ -5,13 +5,17 @@ Per update:
 1. Roll out `rollout_buffer_size` episodes. At the first turn every agent samples K =
    `num_generations` completions (K branches of the episode); at later turns one each. Every
    turn is one generate call per distinct policy across all episodes and agents.
-2. Critic values of every visited state, without gradients: V_i(h_i) per agent (IAC, IPPO), or
-   one V(s) over `env.state()` (CC; Q(s, a) over the state and the joint action with
-   `critic_type="q"`).
+2. Critic values of every visited state, without gradients and in eval mode: V_i(h_i) per
+   agent (IAC, IPPO), or one V(s) over `env.state()` (CC; with `critic_type="q"`, Q(s, a) over
+   the state and the joint action, and V(s) over the state alone).
 3. Advantages and critic targets along every branch (`gae`):
        delta_t = r_t + gamma V(s_{t+1}) - V(s_t),   A_t = delta_t + gamma lambda A_{t+1},
        y_t = A_t + V(s_t)
    with lambda = 0 (TD(0)) for IAC and CC and `gae_lambda` for IPPO; V after the last turn is 0.
+   A Q critic's advantage is A = Q(s, a) - b(s) with an action-independent baseline: the mean Q
+   over the node's sampled joint actions where it has two or more, else V(s) (its own TD error
+   r + gamma Q(s', .) - Q(s, a) is zero in expectation for every action); its target is
+   y = r + gamma mean Q(s', .), for Q(s, a) and V(s) alike.
    With advantage normalisation, each agent's advantages are z-scored over the update.
 4. `epochs` passes over the samples in mini-batches, one optimizer step per mini-batch on
        actor:  -mean_g sum_t min(rho_t A_g, clip(rho_t, 1-eps, 1+eps) A_g)   (IPPO, rho = pi/pi_old)
@@ -19,9 +23,13 @@ Per update:
                - entropy_coef * mean_g (mean token entropy of g)
        critic: value_loss_coef * mean_g (V(h_g) - y_g)^2, or with value clipping
                value_loss_coef * mean_g max((V - y)^2, (V_old + clip(V - V_old, +-c) - y)^2).
-   CC's critic sees each transition once per pass (not once per agent).
+   pi is the distribution the rollout sampled from (temperature, top-k, top-p); loss passes run
+   in train mode. CC's critic sees each transition once per pass (not once per agent).
 
-A non-finite loss skips that optimizer step and is counted in `skipped_updates`.
+Each distinct actor and each critic with a backbone of its own is an `UpdateGroup` with its own
+AdamW, gradient clip and skip; a value head on an actor's backbone belongs to that actor's group
+(one model, one update). A non-finite loss skips its group's step only and is counted in
+`skipped_updates`.
 """
 
 from __future__ import annotations
@@ -35,12 +43,16 @@ from typing import Any
 import torch
 
 from collabzoo.algos.critics import Critic, build_critic
-from collabzoo.algos.learner import Learner, LearnerConfig, adamw
+from collabzoo.algos.learner import Learner, LearnerConfig, update_group
+from collabzoo.algos.policy import LLMPolicy
 from collabzoo.algos.rollout_tree import Child, Node, expanded_nodes
+from collabzoo.algos.update_groups import UpdateGroup
 
 TEAM = "team"
 """The name of the centralized critic."""
 CRITIC_TYPES = ("v", "q")
+ADVANTAGE_STD_FLOOR = 1e-6
+"""The reference's clamp of the update's advantage std."""
 
 
 @dataclass
@@ -139,6 +151,7 @@ def branch_estimates(
     gamma: float,
     lam: float,
     out: dict[Hashable, tuple[float, float, float]],
+    baseline_of: Callable[[Node], float] | None = None,
 ) -> list[float]:
     """(A, y, V) of every transition below `node` into `out`, keyed by (id(node), child index);
     returns A of `node`'s own transitions.
@@ -146,19 +159,26 @@ def branch_estimates(
     `value_of(node, index)` is the critic's value where a transition starts: V(s) (the same for
     every child) or Q(s, a_index). V after a branch's last turn is 0; where a node has several
     children, the next turn's value and advantage are their means. `agent`: whose branch this
-    is (its transitions end where it leaves the game); None for the team."""
+    is (its transitions end where it leaves the game); None for the team.
+
+    With `baseline_of` (a Q critic), A = Q(s, a) - baseline_of(s) and y = r + gamma mean Q(s', .)
+    instead of the TD error and the lambda-return."""
     advantages = []
     for index, child in enumerate(node.children):
         value = value_of(node, index)
         nxt = child.node
         if nxt is not None and nxt.children and (agent is None or agent in nxt.agents):
-            later = _mean(branch_estimates(nxt, value_of, agent, gamma, lam, out))
+            later = _mean(branch_estimates(nxt, value_of, agent, gamma, lam, out, baseline_of))
             next_value = _mean([value_of(nxt, j) for j in range(len(nxt.children))])
         else:
             later = next_value = 0.0
         delta = child.reward + gamma * next_value - value
-        advantage = delta + gamma * lam * later
-        out[(id(node), index)] = (advantage, advantage + value, value)
+        if baseline_of is None:
+            advantage = delta + gamma * lam * later
+            out[(id(node), index)] = (advantage, advantage + value, value)
+        else:
+            advantage = value - baseline_of(node)
+            out[(id(node), index)] = (advantage, delta + value, value)
         advantages.append(advantage)
     return advantages
 
@@ -199,11 +219,50 @@ class ActorCriticLearner(Learner):
             record_state=self.centralized,
         )
         self.critics = self._build_critics(critics)
-        self.optimizer = adamw(self.actor_parameters(), args.actor_learning_rate, args)
-        critic_parameters = {id(p): p for c in self.critics.values() for p in c.parameters()}
-        self.critic_optimizer = adamw(
-            list(critic_parameters.values()), args.critic_learning_rate, args
-        )
+        for critic in self.critics.values():
+            if not critic.shares_actor:
+                self.prepare_policy(critic.backbone)
+        self._build_groups()
+
+    def _build_groups(self) -> None:
+        """One group per distinct actor (with the value heads on its backbone, at the critic
+        learning rate) and one per critic with a backbone of its own."""
+        args = self.args
+        for policy in self.distinct:
+            name = self.policy_name(policy)
+            heads = [
+                p
+                for c in self.critics.values()
+                if c.shares_actor and c.backbone is policy
+                for p in c.head.parameters()
+            ]
+            parameters: list[dict[str, Any]] = [
+                {"params": policy.trainable_parameters(), "lr": args.actor_learning_rate}
+            ]
+            if heads:
+                parameters.append({"params": heads, "lr": args.critic_learning_rate})
+            self.groups[name] = update_group(name, parameters, args.actor_learning_rate, args)
+        by_backbone: dict[int, list[str]] = {}
+        for critic_name, critic in self.critics.items():
+            if not critic.shares_actor:
+                by_backbone.setdefault(id(critic.backbone), []).append(critic_name)
+        self._critic_groups: dict[str, str] = {}
+        for names in by_backbone.values():  # critics on one backbone: one model, one update
+            name = "critic/" + "+".join(names)
+            parameters = {id(p): p for n in names for p in self.critics[n].parameters()}
+            self.groups[name] = update_group(
+                name, list(parameters.values()), args.critic_learning_rate, args
+            )
+            self._critic_groups.update(dict.fromkeys(names, name))
+
+    def group_of(self, kind: str, name: str) -> UpdateGroup:
+        """The group an actor's loss ("actor", agent) or a critic's ("critic", name) updates."""
+        if kind == "actor":
+            return self.groups[self.policy_name(self.policies[name])]
+        return self.groups[self._critic_groups[name]]
+
+    def prompt_encoders(self) -> list[LLMPolicy]:
+        return [*self.distinct, *(c.backbone for c in self.critics.values())]
 
     # ----- configuration ------------------------------------------------------------------------
     @property
@@ -254,39 +313,48 @@ class ActorCriticLearner(Learner):
         return critics
 
     # ----- values and advantages ----------------------------------------------------------------
-    def _critic_text(self, node: Node, child: Child | None, agent: str | None) -> str:
+    def _critic_text(
+        self, node: Node, child: Child | None, agent: str | None
+    ) -> tuple[Any, list[str]]:
+        """What a critic reads, and the parts of it that share the prompt budget when it is too
+        long: every agent's observation and action in a joint view, so none is dropped."""
         if not self.centralized:
             assert agent is not None
-            return node.observations[agent]
+            return node.observations[agent], []
         state = node.state if node.state is not None else ""
+        if not isinstance(state, str):
+            return state, []  # a numeric state (an MLP critic)
+        parts = [node.observations[a] for a in node.agents if isinstance(node.observations[a], str)]
         if child is None:
-            return state
-        actions = "\n\n".join(
-            f"[{a}] {node.samples[a][k].text}"
-            for a, k in zip(node.agents, child.joint, strict=True)
-        )
-        return f"{state}\n\nJoint action:\n{actions}"
+            return state, parts
+        answers = [node.samples[a][k].text for a, k in zip(node.agents, child.joint, strict=True)]
+        actions = "\n\n".join(f"[{a}] {text}" for a, text in zip(node.agents, answers, strict=True))
+        return f"{state}\n\nJoint action:\n{actions}", [*parts, *answers]
 
     def _critic_ids(
         self, critic: Critic, node: Node, child: Child | None, agent: str | None
     ) -> list[int]:
         if critic.shares_actor and agent is not None:
             return node.samples[agent][0].prompt_ids  # the actor's own encoding of h
-        return critic.encode(self._critic_text(node, child, agent))
+        text, parts = self._critic_text(node, child, agent)
+        return critic.encode(text, parts)
 
     @torch.no_grad()
     def _values(self, critic: Critic, inputs: list[list[int]]) -> list[float]:
         chunk = max(1, self.args.logprob_batch_size)
         values: list[float] = []
-        for start in range(0, len(inputs), chunk):
-            values += critic.values(inputs[start : start + chunk]).tolist()
+        with critic.backbone.mode(train=False):
+            for start in range(0, len(inputs), chunk):
+                values += critic.values(inputs[start : start + chunk]).tolist()
         return values
 
     def _q_critic(self) -> bool:
         return self.centralized and getattr(self.args, "critic_type", "v") == "q"
 
     def critic_inputs(self, roots: list[Node]) -> dict[str, dict[Hashable, list[int]]]:
-        """Per critic: the token ids of every state it values (or state-action, for Q)."""
+        """Per critic: the token ids of every state it values, keyed by id(node); a Q critic's
+        state-action inputs are keyed by (id(node), child index), its state-only inputs (the
+        V(s) baseline) by ("state", id(node))."""
         inputs: dict[str, dict[Hashable, list[int]]] = {name: {} for name in self.critics}
         for root in roots:
             for node in expanded_nodes(root):
@@ -296,6 +364,8 @@ class ActorCriticLearner(Learner):
                         for index, child in enumerate(node.children):
                             key = (id(node), index)
                             inputs[TEAM][key] = self._critic_ids(critic, node, child, None)
+                        key = ("state", id(node))
+                        inputs[TEAM][key] = self._critic_ids(critic, node, None, None)
                     else:
                         inputs[TEAM][id(node)] = self._critic_ids(critic, node, None, None)
                     continue
@@ -303,6 +373,41 @@ class ActorCriticLearner(Learner):
                     critic = self.critics[agent]
                     inputs[agent][id(node)] = self._critic_ids(critic, node, None, agent)
         return inputs
+
+    def _estimates(
+        self, roots: list[Node], name: str, values: dict[Hashable, float]
+    ) -> dict[Hashable, tuple[float, float, float]]:
+        """(A, y, old value) of every transition one critic covers (see `branch_estimates`)."""
+        baseline_of = None
+        if self._q_critic():
+
+            def value_of(node: Node, index: int) -> float:
+                return values[(id(node), index)]
+
+            def baseline_of(node: Node) -> float:
+                if len(node.children) >= 2:  # the mean Q over the sampled joint actions
+                    return _mean([value_of(node, j) for j in range(len(node.children))])
+                return values[("state", id(node))]  # one joint action: V(s)
+
+        else:
+
+            def value_of(node: Node, index: int) -> float:
+                return values[id(node)]
+
+        found: dict[Hashable, tuple[float, float, float]] = {}
+        agent = None if self.centralized else name
+        for root in roots:
+            if root.children and (agent is None or agent in root.agents):
+                branch_estimates(
+                    root,
+                    value_of,
+                    agent,
+                    self.args.discount,
+                    self.gae_lambda,
+                    found,
+                    baseline_of,
+                )
+        return found
 
     def training_batch(
         self, roots: list[Node]
@@ -314,28 +419,7 @@ class ActorCriticLearner(Learner):
         for name, keyed in inputs.items():
             found = self._values(self.critics[name], list(keyed.values()))
             values[name] = dict(zip(list(keyed), found, strict=True))
-
-        def value_function(name: str):
-            table = values[name]
-            if self._q_critic():
-                return lambda node, index: table[(id(node), index)]
-            return lambda node, index: table[id(node)]
-
-        estimates: dict[str, dict[Hashable, tuple]] = {}
-        for name in self.critics:
-            found: dict[Hashable, tuple] = {}
-            agent = None if self.centralized else name
-            for root in roots:
-                if root.children and (agent is None or agent in root.agents):
-                    branch_estimates(
-                        root,
-                        value_function(name),
-                        agent,
-                        self.args.discount,
-                        self.gae_lambda,
-                        found,
-                    )
-            estimates[name] = found
+        estimates = {name: self._estimates(roots, name, values[name]) for name in self.critics}
 
         samples: dict[str, list[Sample]] = {a: [] for a in self.agents}
         critic_samples: dict[str, list[CriticSample]] = {n: [] for n in self.critics}
@@ -344,8 +428,17 @@ class ActorCriticLearner(Learner):
                 for index, child in enumerate(node.children):
                     if self.centralized:
                         advantage, target, old = estimates[TEAM][(id(node), index)]
-                        key = (id(node), index) if self._q_critic() else id(node)
-                        critic_samples[TEAM].append(CriticSample(inputs[TEAM][key], target, old))
+                        team_samples = critic_samples[TEAM]
+                        if self._q_critic():
+                            key = ("state", id(node))
+                            team_samples.append(
+                                CriticSample(inputs[TEAM][(id(node), index)], target, old)
+                            )
+                            team_samples.append(
+                                CriticSample(inputs[TEAM][key], target, values[TEAM][key])
+                            )
+                        else:
+                            team_samples.append(CriticSample(inputs[TEAM][id(node)], target, old))
                     for position, agent in enumerate(node.agents):
                         if not self.centralized:
                             advantage, target, old = estimates[agent][(id(node), index)]
@@ -373,8 +466,8 @@ class ActorCriticLearner(Learner):
             return
         mean = _mean([s.advantage for s in samples])
         std = math.sqrt(_mean([(s.advantage - mean) ** 2 for s in samples]))
-        for s in samples:
-            s.advantage = (s.advantage - mean) / (std + 1e-8)
+        for s in samples:  # the reference's population std, clamped
+            s.advantage = (s.advantage - mean) / max(std, ADVANTAGE_STD_FLOOR)
 
     # ----- the update ---------------------------------------------------------------------------
     def _batches(self, count: int) -> list[list[int]]:
@@ -390,9 +483,12 @@ class ActorCriticLearner(Learner):
             policy = self.policies[agent]
             for start in range(0, len(agent_samples), chunk):
                 part = agent_samples[start : start + chunk]
-                scored = policy.score(
-                    [s.prompt_ids for s in part], [s.completion_ids for s in part]
-                )
+                with policy.mode(train=False):
+                    scored = policy.score(
+                        [s.prompt_ids for s in part],
+                        [s.completion_ids for s in part],
+                        sampling=self.sampling,
+                    )
                 for s, row, mask in zip(part, scored.log_probs, scored.mask, strict=True):
                     s.old_log_probs = row[mask].tolist()
 
@@ -402,9 +498,11 @@ class ActorCriticLearner(Learner):
         scored = policy.score(
             [s.prompt_ids for s in part],
             [s.completion_ids for s in part],
+            sampling=self.sampling,
             entropy=True,
             prompt_hidden=shared_head,
         )
+        stats.setdefault("outside_kept_tokens", []).append(float(scored.outside_kept))
         device = scored.log_probs.device
         advantages = torch.tensor([s.advantage for s in part], device=device)
         if self.uses_ratio:
@@ -451,15 +549,11 @@ class ActorCriticLearner(Learner):
         stats.setdefault("value_loss", []).append(loss.item())
         return self.args.value_loss_coef * loss * scale
 
-    def _backward(self, loss: Any) -> bool:
-        if not torch.isfinite(loss):
-            return False
-        loss.backward()
-        return True
-
     def optimize(
         self, samples: dict[str, list[Sample]], critic_samples: dict[str, list[CriticSample]]
     ) -> dict[str, float]:
+        """`epochs` passes in mini-batches; at each step every group backpropagates its own
+        losses (in train mode) and steps, clips or skips on its own."""
         chunk = max(1, self.args.logprob_batch_size)
         lists: dict[tuple[str, str], list[Any]] = {("actor", a): s for a, s in samples.items()}
         lists.update({("critic", n): s for n, s in critic_samples.items() if s})
@@ -467,49 +561,55 @@ class ActorCriticLearner(Learner):
             batches_per_pass = max(len(self._batches(len(s))) for s in samples.values())
             if self.epochs > 1 or batches_per_pass > 1:
                 self._record_old_log_probs(samples)
-        actor_parameters = [p for g in self.optimizer.param_groups for p in g["params"]]
-        critic_parameters = [p for g in self.critic_optimizer.param_groups for p in g["params"]]
         stats: dict[str, list[float]] = {}
         skipped = steps = 0
         for _ in range(self.epochs):
             batches = {key: self._batches(len(items)) for key, items in lists.items()}
             for step in range(max((len(b) for b in batches.values()), default=0)):
-                self.optimizer.zero_grad(set_to_none=True)
-                self.critic_optimizer.zero_grad(set_to_none=True)
-                finite = True
+                for group in self.groups.values():
+                    group.zero_grad()
+                failed: set[str] = set()
+                touched: set[str] = set()
                 for (kind, name), items in lists.items():
-                    if step >= len(batches[(kind, name)]) or not finite:
+                    group = self.group_of(kind, name)
+                    if step >= len(batches[(kind, name)]) or group.name in failed:
                         continue
                     batch = [items[i] for i in batches[(kind, name)][step]]
-                    for start in range(0, len(batch), chunk):
-                        part = batch[start : start + chunk]
-                        scale = len(part) / len(batch)
-                        if kind == "actor":
-                            loss = self._actor_loss(name, part, scale, stats)
-                        else:
-                            loss = self._critic_loss(name, part, scale, stats)
-                        finite = self._backward(loss)
-                        if not finite:
-                            break
-                actor_norm = torch.nn.utils.clip_grad_norm_(
-                    actor_parameters, self.args.max_grad_norm
-                )
-                critic_norm = torch.nn.utils.clip_grad_norm_(
-                    critic_parameters, self.args.max_grad_norm
-                )
-                if not (finite and torch.isfinite(actor_norm) and torch.isfinite(critic_norm)):
-                    self.optimizer.zero_grad(set_to_none=True)
-                    self.critic_optimizer.zero_grad(set_to_none=True)
-                    skipped += 1
-                    continue
-                self.optimizer.step()
-                self.critic_optimizer.step()
-                steps += 1
-                stats.setdefault("grad_norm", []).append(float(actor_norm))
-                stats.setdefault("critic_grad_norm", []).append(float(critic_norm))
-        self.skipped_updates += skipped
+                    touched.add(group.name)
+                    model = self.policies[name] if kind == "actor" else self.critics[name].backbone
+                    with model.mode(train=True):
+                        for start in range(0, len(batch), chunk):
+                            part = batch[start : start + chunk]
+                            scale = len(part) / len(batch)
+                            if kind == "actor":
+                                loss = self._actor_loss(name, part, scale, stats)
+                            else:
+                                loss = self._critic_loss(name, part, scale, stats)
+                            if not torch.isfinite(loss):
+                                failed.add(group.name)
+                                break
+                            loss.backward()
+                stepped = False
+                for name, group in self.groups.items():
+                    if name not in touched:
+                        continue
+                    if name in failed:
+                        group.skip()
+                        norm = None
+                    else:
+                        norm = group.step()
+                    if norm is None:
+                        skipped += 1
+                        continue
+                    stepped = True
+                    stats.setdefault(f"grad_norm/{name}", []).append(norm)
+                steps += stepped
         metrics = {name: _mean(values) for name, values in stats.items()}
         metrics["loss"] = sum(v for k, v in metrics.items() if k.startswith("policy_loss/"))
+        metrics["grad_norm"] = max(
+            (v for k, v in metrics.items() if k.startswith("grad_norm/")), default=0.0
+        )
+        metrics["outside_kept_tokens"] = sum(stats.get("outside_kept_tokens", []))
         olds = [s.old_value for items in critic_samples.values() for s in items] or [
             s.old_value for items in samples.values() for s in items
         ]
@@ -525,39 +625,33 @@ class ActorCriticLearner(Learner):
         return self.optimize(*self.training_batch(roots))
 
     # ----- state --------------------------------------------------------------------------------
-    def _own_critic_models(self) -> list[Any]:
-        """Critic backbones that are models of their own (not an actor's model)."""
-        actor_models = {id(p.model) for p in self.distinct}
-        models = {
-            id(c.backbone.model): c.backbone.model
-            for c in self.critics.values()
-            if id(c.backbone.model) not in actor_models
-        }
-        return list(models.values())
+    def _own_backbones(self) -> dict[str, LLMPolicy]:
+        """Critics whose backbone is not an actor: their name -> backbone (a model of their
+        own, or a LoRA adapter of their own on the actors' base)."""
+        return {n: c.backbone for n, c in self.critics.items() if not c.shares_actor}
 
     def extra_state(self) -> dict[str, Any]:
         return {
             "critic_heads": {name: c.head.state_dict() for name, c in self.critics.items()},
-            "critic_models": [m.state_dict() for m in self._own_critic_models()],
-            "critic_optimizer": self.critic_optimizer.state_dict(),
+            "critic_backbones": {n: b.trainable_state() for n, b in self._own_backbones().items()},
         }
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
         for name, weights in state["critic_heads"].items():
             self.critics[name].head.load_state_dict(weights)
-        for model, weights in zip(self._own_critic_models(), state["critic_models"], strict=True):
-            model.load_state_dict(weights)
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        for name, backbone in self._own_backbones().items():
+            backbone.load_trainable_state(state["critic_backbones"][name])
 
     def save(self, path: str | Path) -> Path:
-        """The policies (as the base class saves them) and each critic: its head's weights and,
-        when it has a model of its own, that model in save_pretrained format."""
+        """The policies (as the base class saves them) and, per critic, its value head's
+        weights and, when its backbone is not an actor, what trains of it (its own model, or
+        its own LoRA adapter) in from_pretrained format."""
         path = super().save(path)
-        own = {id(m) for m in self._own_critic_models()}
+        own = self._own_backbones()
         for name, critic in self.critics.items():
             folder = path / f"critic-{name}"
             folder.mkdir(parents=True, exist_ok=True)
             torch.save(critic.head.state_dict(), folder / "value_head.pt")
-            if id(critic.backbone.model) in own:
+            if name in own:
                 critic.backbone.save(folder)
         return path

@@ -53,8 +53,10 @@ class Critic:
         self.head = head.to(backbone.device)
         self.shares_actor = shares_actor
 
-    def encode(self, text: str) -> list[int]:
-        return self.backbone.encode_prompt(text)
+    def encode(self, text: Any, parts: Sequence[str] = ()) -> list[int]:
+        """The backbone's encoding of what the critic reads; `parts` share the prompt budget
+        (see `LLMPolicy.encode_prompt`)."""
+        return self.backbone.encode_prompt(text, parts=parts)
 
     def values(self, prompts: Sequence[Sequence[int]]) -> torch.Tensor:
         """V of each prompt (token ids of this critic's tokenizer), one forward pass."""
@@ -91,7 +93,15 @@ def build_critic(
         adapter = f"critic_{name}"
         if adapter not in model.peft_config:
             model.add_adapter(adapter, copy.deepcopy(model.peft_config[actor.adapter]))
-        policy, shares = LLMPolicy(model, actor.tokenizer, adapter=adapter), False
+        policy = LLMPolicy(
+            model,
+            actor.tokenizer,
+            adapter=adapter,
+            max_prompt_tokens=actor.max_prompt_tokens,
+            chat_template_kwargs=actor.chat_template_kwargs,
+            compute_dtype=actor.compute_dtype,
+        )
+        shares = False
     else:
         policy, shares = actor.copy(), False
     head = ValueHead(policy.hidden_size, head_hidden_dim)

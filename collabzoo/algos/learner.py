@@ -29,9 +29,11 @@ from collabzoo.algos.checkpoint import (
     save_checkpoint,
 )
 from collabzoo.algos.model_loading import team_policies
-from collabzoo.algos.policy import Sampling
+from collabzoo.algos.policy import LLMPolicy
 from collabzoo.algos.rollout_tree import Node, TreeRollout, expanded_nodes
 from collabzoo.algos.run_log import RunLogger
+from collabzoo.algos.sampling import Sampling
+from collabzoo.algos.update_groups import UpdateGroup, groups_state, load_groups_state
 
 
 @dataclass
@@ -60,11 +62,16 @@ class LearnerConfig:
     adam_beta2: float = 0.999
     adam_epsilon: float = 1e-8
     max_grad_norm: float = 1.0
+    """Each policy's (and critic's) own gradient norm is clipped to this."""
     max_new_tokens: int = 256
     temperature: float = 0.6
     top_p: float = 0.6
     top_k: int | None = 50
     do_sample: bool = True
+    """Must stay True for training: greedy decoding has no log-probability to follow."""
+    chat_template_kwargs: dict[str, Any] | None = None
+    """Options of the chat template for every policy (`{"enable_thinking": False}` for Qwen3);
+    None: each policy's own."""
     reward_shift: float = 0.0
     """Added to every team reward before learning (the reference shifts max rewards to ~0)."""
     reward_scale: float = 1.0
@@ -92,6 +99,7 @@ class LearnerConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def sampling(self) -> Sampling:
+        """The sampling distribution of rollouts, which every loss also scores under."""
         return Sampling(
             self.max_new_tokens, self.temperature, self.top_p, self.top_k, self.do_sample
         )
@@ -121,14 +129,30 @@ def env_factory(env: Any) -> Callable[[], Any]:
     return lambda: copy.deepcopy(env)
 
 
-def adamw(parameters: list[torch.nn.Parameter], lr: float, args: LearnerConfig) -> Any:
-    return torch.optim.AdamW(
+def update_group(name: str, parameters: Any, lr: float, args: LearnerConfig) -> UpdateGroup:
+    """An `UpdateGroup` with the config's AdamW settings and gradient clip."""
+    return UpdateGroup(
+        name,
         parameters,
         lr=lr,
         betas=(args.adam_beta1, args.adam_beta2),
         eps=args.adam_epsilon,
         weight_decay=args.weight_decay,
+        max_grad_norm=args.max_grad_norm,
     )
+
+
+def training_sampling(args: LearnerConfig) -> Sampling:
+    """The config's sampling settings, refused when they cannot be trained on."""
+    sampling = args.sampling()
+    if not sampling.do_sample:
+        raise ValueError(
+            "do_sample=False samples greedily: a deterministic policy whose log-probability "
+            "has no gradient to follow, so a learner cannot train on it; keep do_sample=True "
+            "(lower the temperature for less random rollouts) and evaluate greedily with "
+            "`collabzoo bench --greedy` if needed"
+        )
+    return sampling
 
 
 class Learner:
@@ -150,17 +174,20 @@ class Learner:
         record_state: bool = False,
     ) -> None:
         self.args = args
+        self.sampling = training_sampling(args)
         self.env_factory = env_factory(env)
         self.eval_env_factory = env_factory(eval_env) if eval_env is not None else self.env_factory
         probe = self.env_factory()
         self.agents = list(probe.possible_agents)
         self.policies = team_policies(models, self.agents, tokenizer)
         self.distinct = list({id(p): p for p in self.policies.values()}.values())
+        for policy in self.distinct:
+            self.prepare_policy(policy)
         self.executor = ThreadPoolExecutor(max_workers=args.env_workers)
         self.rollout = TreeRollout(
             self.env_factory,
             self.policies,
-            args.sampling(),
+            self.sampling,
             num_generations=root_generations or args.num_generations,
             deeper_generations=deeper_generations,
             joint_mode=getattr(args, "joint_mode", "aligned"),
@@ -172,15 +199,35 @@ class Learner:
         )
         self.reward_stats = RunningStats()
         self.update = 0
-        self.skipped_updates = 0
         self.samples_seen = 0
+        self.groups: dict[str, UpdateGroup] = {}
+        """Every optimizer of the learner, by name: one per distinct policy (and critic)."""
+        self._truncations_logged = 0
 
-    def actor_parameters(self) -> list[torch.nn.Parameter]:
-        """Every trainable parameter of the team's policies, each once."""
-        parameters = {id(p): p for pol in self.distinct for p in pol.trainable_parameters()}
-        if not parameters:
-            raise ValueError("the policies have no trainable parameters")
-        return list(parameters.values())
+    def prepare_policy(self, policy: LLMPolicy) -> None:
+        """Ready a policy (or a critic's backbone) for training: the config's chat-template
+        options, and float32 master weights computed in the model's own lower precision."""
+        if self.args.chat_template_kwargs is not None:
+            policy.chat_template_kwargs = dict(self.args.chat_template_kwargs)
+        policy.keep_float32_masters()
+
+    def policy_name(self, policy: LLMPolicy) -> str:
+        """The agents a policy plays, joined by "+" (its folder and optimizer name)."""
+        return "+".join(a for a, p in self.policies.items() if p is policy)
+
+    @property
+    def skipped_updates(self) -> int:
+        """Optimizer steps skipped so far (per policy or critic) for a non-finite loss."""
+        return sum(group.skipped for group in self.groups.values())
+
+    def truncated_prompts(self) -> int:
+        """Prompts cut to fit so far, by every policy and critic backbone."""
+        owners = {id(p): p for p in self.prompt_encoders()}
+        return sum(p.truncated_prompts for p in owners.values())
+
+    def prompt_encoders(self) -> list[LLMPolicy]:
+        """Everything that encodes text prompts (a subclass adds its critics)."""
+        return list(self.distinct)
 
     # ----- rewards and data order ---------------------------------------------------------------
     def _transform_reward(self, reward: float) -> float:
@@ -210,6 +257,9 @@ class Learner:
         metrics = self.learn(roots)
         self.update += 1
         metrics.update(self.rollout_metrics(roots, started))
+        truncated = self.truncated_prompts()
+        metrics["truncated_prompts"] = float(truncated - self._truncations_logged)
+        self._truncations_logged = truncated
         return metrics
 
     def rollout_metrics(self, roots: list[Node], started: float) -> dict[str, float]:
@@ -271,7 +321,7 @@ class Learner:
         rollout = TreeRollout(
             self.eval_env_factory,
             self.policies,
-            self.args.sampling(),
+            self.sampling,
             num_generations=1,
             max_depth=self.args.num_turns,
             executor=self.executor,
@@ -301,28 +351,39 @@ class Learner:
         """Restore what `extra_state` returned."""
 
     def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint holds: only what training changes (a LoRA team's adapters, not
+        its frozen base), every optimizer, the RNGs and the counters."""
         return {
-            "policies": [p.model.state_dict() for p in self.distinct],
-            "optimizer": self.optimizer.state_dict(),
+            "policies": {self.policy_name(p): p.trainable_state() for p in self.distinct},
+            "optimizers": groups_state(self.groups),
             "rng": capture_rng(),
             "update": self.update,
             "env_steps": self.rollout.env_steps,
             "samples_seen": self.samples_seen,
-            "skipped_updates": self.skipped_updates,
             "reward_stats": vars(self.reward_stats).copy(),
             "config": asdict(self.args),
             "extra": self.extra_state(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for policy, weights in zip(self.distinct, state["policies"], strict=True):
-            policy.model.load_state_dict(weights)
-        self.optimizer.load_state_dict(state["optimizer"])
+        if "optimizers" not in state:
+            raise ValueError(
+                "this checkpoint was written by an earlier collabzoo (one optimizer for the "
+                "whole team, every weight of the model): it cannot be resumed by this version"
+            )
+        saved = state["policies"]
+        names = [self.policy_name(p) for p in self.distinct]
+        if sorted(saved) != sorted(names):
+            raise ValueError(
+                f"the checkpoint holds policies {sorted(saved)}, this team has {sorted(names)}"
+            )
+        for policy, name in zip(self.distinct, names, strict=True):
+            policy.load_trainable_state(saved[name])
+        load_groups_state(self.groups, state["optimizers"])
         restore_rng(state["rng"])
         self.update = state["update"]
         self.rollout.env_steps = state["env_steps"]
         self.samples_seen = state["samples_seen"]
-        self.skipped_updates = state["skipped_updates"]
         vars(self.reward_stats).update(state["reward_stats"])
         self.load_extra_state(state.get("extra", {}))
 
@@ -344,10 +405,15 @@ class Learner:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         for policy in self.distinct:
-            users = [a for a, p in self.policies.items() if p is policy]
-            folder = path / "+".join(users)
-            policy.save(folder)
+            policy.save(path / self.policy_name(policy))
         return path
 
 
-__all__ = ["Learner", "LearnerConfig", "RunningStats", "adamw", "env_factory"]
+__all__ = [
+    "Learner",
+    "LearnerConfig",
+    "RunningStats",
+    "env_factory",
+    "training_sampling",
+    "update_group",
+]

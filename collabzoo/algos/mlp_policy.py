@@ -29,7 +29,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from collabzoo.algos.policy import Completion, LLMPolicy, Sampling, Scored
+from collabzoo.algos.policy import Completion, LLMPolicy, Scored
+from collabzoo.algos.sampling import Sampling, sampling_logits
 
 
 class MLP(nn.Module):
@@ -106,6 +107,8 @@ class MLPPolicy(LLMPolicy):
         self.tokenizer = None
         self.adapter = None
         self.share_prompts = False
+        self.compute_dtype = None
+        self.truncated_prompts = 0
 
     @property
     def device(self) -> torch.device:
@@ -136,8 +139,9 @@ class MLPPolicy(LLMPolicy):
         (folder / "mlp_config.json").write_text(json.dumps(self.model.config()))
 
     # ----- observations and actions -------------------------------------------------------------
-    def encode_prompt(self, observation: Any) -> list[float]:
-        """The flattened observation as floats (what `score` and the critics read)."""
+    def encode_prompt(self, observation: Any, *, parts: Sequence[str] = ()) -> list[float]:
+        """The flattened observation as floats (what `score` and the critics read); `parts`
+        (text budgets) do not apply."""
         if isinstance(observation, str):
             raise TypeError(
                 "MLPPolicy reads numeric observations (a point of its observation space), got "
@@ -167,17 +171,19 @@ class MLPPolicy(LLMPolicy):
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[Any], sampling: Sampling) -> list[Completion]:
-        """One action per observation: sampled at `sampling.temperature` (top-p/top-k do not
-        apply), or the most likely one with `do_sample=False`."""
+        """One action per observation: each component sampled from the same distribution an LLM
+        token would be (temperature, top-k, top-p; `score` with these settings reproduces it),
+        or the most likely one with `do_sample=False`."""
         if not prompts:
             return []
         encoded = [self.encode_prompt(o) for o in prompts]
-        _, logits = self.model(self._inputs(encoded))
+        with self.mode(train=False):
+            _, logits = self.model(self._inputs(encoded))
         chosen = []
         for part in logits:
             if sampling.do_sample:
-                scaled = part / max(sampling.temperature, 1e-6)
-                chosen.append(torch.distributions.Categorical(logits=scaled).sample())
+                warped, _ = sampling_logits(part, sampling)
+                chosen.append(torch.distributions.Categorical(logits=warped).sample())
             else:
                 chosen.append(part.argmax(-1))
         picks = torch.stack(chosen, dim=-1).tolist()
@@ -191,10 +197,12 @@ class MLPPolicy(LLMPolicy):
         prompts: Sequence[Sequence[float]],
         completions: Sequence[Sequence[int]],
         *,
+        sampling: Sampling | None = None,
         entropy: bool = False,
         prompt_hidden: bool = False,
     ) -> Scored:
-        """log pi of each action component [B, D] (mask all true), entropies, hidden features."""
+        """log pi of each action component [B, D] (mask all true), entropies, hidden features;
+        with `sampling`, of the distribution `generate` sampled from."""
         if len(prompts) != len(completions):
             raise ValueError(
                 f"{len(prompts)} observations but {len(completions)} actions: one each expected"
@@ -205,18 +213,22 @@ class MLPPolicy(LLMPolicy):
             raise ValueError(
                 f"each action needs {len(logits)} component(s), got shape {tuple(actions.shape)}"
             )
-        log_probs, entropies = [], []
+        log_probs, entropies, outside = [], [], 0
         for d, part in enumerate(logits):
-            log_softmax = part.log_softmax(-1)
+            warped, cut = sampling_logits(part, sampling, actions[:, d])
+            log_softmax = warped.log_softmax(-1)
             log_probs.append(log_softmax.gather(-1, actions[:, d : d + 1]).squeeze(-1))
             if entropy:
-                entropies.append(-(log_softmax.exp() * log_softmax).sum(-1))
+                finite = log_softmax.masked_fill(torch.isinf(log_softmax), 0.0)
+                entropies.append(-(log_softmax.exp() * finite).sum(-1))
+            outside += int(cut.sum()) if cut is not None else 0
         mask = torch.ones(actions.shape, dtype=torch.bool, device=self.device)
         return Scored(
             torch.stack(log_probs, -1),
             mask,
             torch.stack(entropies, -1) if entropy else None,
             features if prompt_hidden else None,
+            outside,
         )
 
     def prompt_states(self, prompts: Sequence[Sequence[float]]) -> torch.Tensor:

@@ -5,6 +5,18 @@ prompt once and every completion on that prompt's cache (the K samples of a roll
 share their prompt), with positions as at generation. Padding is masked out of every loss; each
 completion token, the last one included, is scored; prompt tokens are not. With a peft model,
 `adapter` names the LoRA adapter this policy uses.
+
+What a learner can rely on:
+
+- `score(..., sampling=s)` gives the log-probabilities of the distribution `generate(..., s)`
+  sampled from (temperature, top-k, top-p; see `sampling`); the model's `generation_config`
+  extras (repetition penalty, min-p, ...) are switched off while sampling, so nothing else
+  shapes that distribution.
+- A completion ends at the first of the model's stop tokens (every id of its
+  `generation_config.eos_token_id` and the tokenizer's eos), and that token is part of it.
+- With `compute_dtype` (bf16 for a model loaded in bf16, once `keep_float32_masters` made its
+  trainable weights float32), every forward pass runs under autocast in that dtype.
+- `mode(train=...)`: loss passes run in train mode (dropout on), sampling in eval mode.
 """
 
 from __future__ import annotations
@@ -13,6 +25,8 @@ import contextlib
 import copy
 import functools
 import inspect
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,16 +34,11 @@ from typing import Any
 
 import torch
 
+from collabzoo.algos.prompt_budget import TRUNCATION_MARK, share_budget, split_parts
+from collabzoo.algos.sampling import Sampling, sampling_logits
 
-@dataclass(frozen=True)
-class Sampling:
-    """Generation settings (the reference defaults)."""
-
-    max_new_tokens: int = 256
-    temperature: float = 0.6
-    top_p: float = 0.6
-    top_k: int | None = 50
-    do_sample: bool = True
+FIT_ATTEMPTS = 8
+"""Re-tokenising a cut text can shift its length by a token or two: tries before giving up."""
 
 
 @dataclass
@@ -44,6 +53,9 @@ class Scored:
     """Entropy of pi at each completion token (when asked); 0 at padding."""
     prompt_hidden: torch.Tensor | None = None
     """[batch, hidden]: the last layer's state at the prompt's last token (when asked)."""
+    outside_kept: int = 0
+    """Scored tokens that this pass's top-k / top-p would have cut (near-ties; see
+    `sampling.sampling_logits`): kept, and counted here so drift is visible."""
 
 
 @dataclass
@@ -53,6 +65,29 @@ class Completion:
     text: str
     prompt_ids: list[int]
     completion_ids: list[int] = field(repr=False)
+
+
+def _id_list(value: Any) -> list[int]:
+    if value is None:
+        return []
+    if isinstance(value, int):
+        return [value]
+    return [int(v) for v in value]
+
+
+def stop_token_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every token that ends a completion: the ids of the model's `generation_config`
+    (Qwen instruct models stop on both <|im_end|> and <|endoftext|>), then the tokenizer's."""
+    config = getattr(model, "generation_config", None)
+    found = _id_list(getattr(config, "eos_token_id", None))
+    found += _id_list(getattr(tokenizer, "eos_token_id", None))
+    return list(dict.fromkeys(found))
+
+
+def generation_model(model: Any) -> Any:
+    """The transformers model under a peft wrapper (whose `generation_config` generate reads)."""
+    base = getattr(model, "get_base_model", None)
+    return base() if callable(base) else model
 
 
 class LLMPolicy:
@@ -66,6 +101,8 @@ class LLMPolicy:
         adapter: str | None = None,
         max_prompt_tokens: int = 1024,
         share_prompts: bool = True,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        compute_dtype: torch.dtype | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -73,12 +110,19 @@ class LLMPolicy:
         self.max_prompt_tokens = max_prompt_tokens
         self.share_prompts = share_prompts
         """Score the samples of one prompt on one shared prompt pass (see `score`)."""
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        """Extra options of the chat template (`{"enable_thinking": False}` for Qwen3)."""
+        self.compute_dtype = compute_dtype
+        """Autocast dtype of every forward pass (None: the weights' own dtype)."""
+        self.stop_ids = stop_token_ids(model, tokenizer)
+        self.eos_id = self.stop_ids[0] if self.stop_ids else None
         self.pad_id = tokenizer.pad_token_id
         if self.pad_id is None:
-            self.pad_id = tokenizer.eos_token_id
-        self.eos_id = tokenizer.eos_token_id
+            self.pad_id = self.eos_id
         if self.pad_id is None:
             raise ValueError("the tokenizer has neither a pad token nor an eos token")
+        self.truncated_prompts = 0
+        """Prompts cut to fit `max_prompt_tokens` so far (learners log it per update)."""
 
     @property
     def device(self) -> torch.device:
@@ -100,17 +144,73 @@ class LLMPolicy:
             self.tokenizer,
             max_prompt_tokens=self.max_prompt_tokens,
             share_prompts=self.share_prompts,
+            chat_template_kwargs=self.chat_template_kwargs,
+            compute_dtype=self.compute_dtype,
         )
 
-    def save(self, folder: str | Path) -> None:
-        """The model and tokenizer in save_pretrained format."""
-        self.model.save_pretrained(folder)
-        self.tokenizer.save_pretrained(folder)
-
+    # ----- what training changes ------------------------------------------------------------------
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         with self.active():
             return [p for p in self.model.parameters() if p.requires_grad]
 
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        """The weights training changes, by parameter name: a LoRA policy's own adapter only
+        (not the frozen base, not the other agents' adapters); a full model's every weight."""
+        own = {id(p) for p in self.trainable_parameters()}
+        return {n: p.detach() for n, p in self.model.named_parameters() if id(p) in own}
+
+    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Put back what `trainable_state` returned (exactly those names, else ValueError)."""
+        own = self.trainable_state()
+        missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+        if missing or unexpected:
+            raise ValueError(
+                "the saved weights do not match this policy's trainable weights: "
+                f"missing {missing[:5]} ({len(missing)}), unexpected {unexpected[:5]} "
+                f"({len(unexpected)}); was the checkpoint made with the same team?"
+            )
+        with torch.no_grad():
+            for name, value in state.items():
+                own[name].copy_(value)
+
+    def keep_float32_masters(self) -> int:
+        """Make the trainable weights float32 (AdamW steps of lr 5e-6 round away in bf16) and,
+        if the model was in a lower precision, compute in that precision under autocast, as TRL
+        and accelerate train. Frozen weights (a LoRA base) stay as they are. Returns how many
+        parameters were converted."""
+        floating = [p for p in self.model.parameters() if p.is_floating_point()]
+        if self.compute_dtype is None and floating:
+            dtypes = [p.dtype for p in floating]
+            common = max(set(dtypes), key=dtypes.count)
+            if common != torch.float32:
+                self.compute_dtype = common
+        converted = 0
+        for parameter in self.trainable_parameters():
+            if parameter.is_floating_point() and parameter.dtype != torch.float32:
+                parameter.data = parameter.data.float()
+                converted += 1
+        return converted
+
+    def save(self, folder: str | Path) -> None:
+        """The tokenizer and what this policy trains, loadable with `from_pretrained`: a LoRA
+        policy writes its own adapter only (peft's format, naming its base model); a full model
+        writes itself."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        if self.adapter is None:
+            self.model.save_pretrained(folder)
+        else:  # peft writes a named adapter into a subfolder of that name: lift it up
+            with tempfile.TemporaryDirectory(dir=folder) as staging:
+                self.model.save_pretrained(staging, selected_adapters=[self.adapter])
+                written = Path(staging) / self.adapter
+                if not written.is_dir():
+                    written = Path(staging)
+                for item in written.iterdir():
+                    if item.is_file():
+                        shutil.move(str(item), folder / item.name)
+        self.tokenizer.save_pretrained(folder)
+
+    # ----- contexts -------------------------------------------------------------------------------
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
         """Make this policy's adapter the active one (no-op without adapters)."""
@@ -126,68 +226,164 @@ class LLMPolicy:
         with self.model.disable_adapter():
             yield
 
+    @contextlib.contextmanager
+    def mode(self, *, train: bool) -> Iterator[None]:
+        """Train mode (dropout, LoRA dropout included, on) for loss passes, eval mode for
+        sampling, old log-probabilities and critic reads; the previous mode comes back after."""
+        was_training = self.model.training
+        self.model.train(train)
+        try:
+            yield
+        finally:
+            self.model.train(was_training)
+
+    def compute(self) -> contextlib.AbstractContextManager[Any]:
+        """Autocast to `compute_dtype` (a no-op without one, or at float32)."""
+        if self.compute_dtype is None or self.compute_dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype)
+
     # ----- tokens -------------------------------------------------------------------------------
-    def encode_prompt(self, text: str) -> list[int]:
-        """Token ids of a prompt: the chat template when the tokenizer has one, else raw text;
-        the last `max_prompt_tokens` are kept (the newest part of an observation matters most)."""
+    def _template_ids(self, text: str) -> list[int]:
+        """The chat template around `text` when the tokenizer has one, else the raw text."""
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
             ids = tok.apply_chat_template(
-                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+                [{"role": "user", "content": text}],
+                add_generation_prompt=True,
+                tokenize=True,
+                **self.chat_template_kwargs,
             )
             if isinstance(ids, dict) or hasattr(ids, "input_ids"):
                 ids = ids["input_ids"]
-        else:
-            ids = tok(text, add_special_tokens=False)["input_ids"]
-        ids = list(ids)[-self.max_prompt_tokens :]
-        return ids or [self.pad_id]
+            return list(ids)
+        return list(tok(text, add_special_tokens=False)["input_ids"])
+
+    def _text_ids(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode_prompt(self, text: str, *, parts: Sequence[str] = ()) -> list[int]:
+        """Token ids of a prompt: the chat template (if any) around `text`, at most
+        `max_prompt_tokens` of them.
+
+        A longer text is cut inside the template: it keeps its most recent tokens behind
+        `TRUNCATION_MARK`. `parts` (substrings of `text`, in order: the agents' observations of
+        a joint state) share the budget instead, each cut on its own, so none is dropped whole;
+        the text between them is kept. Each cut counts in `truncated_prompts`."""
+        ids = self._template_ids(text)
+        if len(ids) <= self.max_prompt_tokens:
+            return ids or [self.pad_id]
+        pieces = split_parts(text, parts)
+        skeleton = "".join(TRUNCATION_MARK if shrink else piece for piece, shrink in pieces)
+        budget = self.max_prompt_tokens - len(self._template_ids(skeleton))
+        if budget < 0:
+            raise ValueError(
+                f"max_prompt_tokens={self.max_prompt_tokens} cannot hold even the chat template "
+                f"and the fixed text of this prompt ({self.max_prompt_tokens - budget} tokens): "
+                "raise max_prompt_tokens"
+            )
+        shrinkable = [self._text_ids(piece) for piece, shrink in pieces if shrink]
+        allowance = share_budget([len(t) for t in shrinkable], budget)
+        for _ in range(FIT_ATTEMPTS):
+            fitted, index = [], 0
+            for piece, shrink in pieces:
+                if not shrink:
+                    fitted.append(piece)
+                    continue
+                tokens, keep = shrinkable[index], allowance[index]
+                index += 1
+                if keep >= len(tokens):
+                    fitted.append(piece)
+                else:
+                    tail = self.tokenizer.decode(tokens[len(tokens) - keep :]) if keep else ""
+                    fitted.append(TRUNCATION_MARK + tail)
+            ids = self._template_ids("".join(fitted))
+            excess = len(ids) - self.max_prompt_tokens
+            if excess <= 0:
+                self.truncated_prompts += 1
+                return ids
+            largest = max(range(len(allowance)), key=lambda i: allowance[i])
+            if allowance[largest] == 0:
+                break
+            allowance[largest] = max(0, allowance[largest] - excess)
+        raise ValueError(
+            f"could not fit a prompt of {len(self._template_ids(text))} tokens into "
+            f"max_prompt_tokens={self.max_prompt_tokens}: raise max_prompt_tokens"
+        )
 
     def decode(self, completion_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(completion_ids), skip_special_tokens=True)
 
     # ----- sampling -----------------------------------------------------------------------------
+    def generation_options(self, sampling: Sampling) -> dict[str, Any]:
+        """The keyword arguments of `model.generate` for `sampling` (see `generate`)."""
+        options: dict[str, Any] = {
+            "max_new_tokens": sampling.max_new_tokens,
+            "do_sample": sampling.do_sample,
+            "pad_token_id": self.pad_id,
+            "eos_token_id": list(self.stop_ids),
+        }
+        if sampling.do_sample:
+            options.update(
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k or 0,
+            )
+        return options
+
+    @contextlib.contextmanager
+    def plain_generation_config(self) -> Iterator[None]:
+        """Generate with a fresh `GenerationConfig` in place of the model's own, whose extras
+        (repetition penalty, min-p, typical-p, bad words, ...) would change the distribution
+        that scoring must reproduce; transformers fills every setting a call leaves unset from
+        the model's config, so replacing it is the only complete way to switch them off."""
+        from transformers import GenerationConfig
+
+        target = generation_model(self.model)
+        original = getattr(target, "generation_config", None)
+        plain = GenerationConfig(
+            bos_token_id=getattr(original, "bos_token_id", None),
+            eos_token_id=list(self.stop_ids),
+            pad_token_id=self.pad_id,
+        )
+        target.generation_config = plain
+        try:
+            yield
+        finally:
+            target.generation_config = original
+
     @torch.no_grad()
     def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[Completion]:
-        """Sample one completion per prompt, all prompts in one `generate` call."""
+        """Sample one completion per prompt, all prompts in one `generate` call (each distinct
+        prompt is encoded once)."""
         if not prompts:
             return []
-        encoded = [self.encode_prompt(p) for p in prompts]
+        encodings: dict[str, list[int]] = {}
+        for prompt in prompts:
+            if prompt not in encodings:
+                encodings[prompt] = self.encode_prompt(prompt)
+        encoded = [encodings[p] for p in prompts]
         width = max(len(ids) for ids in encoded)
         input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros_like(input_ids)
         for row, ids in enumerate(encoded):  # left padding: every prompt ends at the same column
             input_ids[row, width - len(ids) :] = torch.tensor(ids)
             attention[row, width - len(ids) :] = 1
-        options: dict[str, Any] = {
-            "max_new_tokens": sampling.max_new_tokens,
-            "do_sample": sampling.do_sample,
-            "pad_token_id": self.pad_id,
-            "eos_token_id": self.eos_id,
-        }
-        if sampling.do_sample:
-            options.update(
-                temperature=sampling.temperature,
-                top_p=sampling.top_p,
-                top_k=sampling.top_k if sampling.top_k else 0,
+        with self.mode(train=False), self.active(), self.compute(), self.plain_generation_config():
+            output = self.model.generate(
+                input_ids=input_ids.to(self.device),
+                attention_mask=attention.to(self.device),
+                **self.generation_options(sampling),
             )
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            with self.active():
-                output = self.model.generate(
-                    input_ids=input_ids.to(self.device),
-                    attention_mask=attention.to(self.device),
-                    **options,
-                )
-        finally:
-            self.model.train(was_training)
+        stops = set(self.stop_ids)
         completions = []
         for ids, row in zip(encoded, output[:, width:].tolist(), strict=True):
-            if self.eos_id is not None and self.eos_id in row:
-                row = row[: row.index(self.eos_id) + 1]  # the eos token is part of the action
-            elif self.pad_id in row and self.pad_id != self.eos_id:
+            end = next((j for j, token in enumerate(row) if token in stops), None)
+            if end is not None:
+                row = row[: end + 1]  # the stop token is part of the action
+            elif self.pad_id in row:
                 row = row[: row.index(self.pad_id)]
-            completions.append(Completion(self.decode(row), ids, row))
+            completions.append(Completion(self.decode(row), list(ids), row))
         return completions
 
     # ----- scoring ------------------------------------------------------------------------------
@@ -196,11 +392,16 @@ class LLMPolicy:
         prompts: Sequence[Sequence[int]],
         completions: Sequence[Sequence[int]],
         *,
+        sampling: Sampling | None = None,
         entropy: bool = False,
         prompt_hidden: bool = False,
     ) -> Scored:
         """Log-probabilities (and optionally entropies) of every completion token, and optionally
         the last hidden state at each prompt's last token (where a value head reads V(h)).
+
+        With `sampling`, the log-probabilities and entropies are those of the distribution
+        `generate(prompts, sampling)` sampled from (see `sampling.sampling_logits`); without
+        it, of the raw model at temperature 1.
 
         Samples of one prompt share its forward pass: the unique prompts run once (left padded),
         their key/value cache is gathered row by row, and the completions run on top of it, so
@@ -217,10 +418,12 @@ class LLMPolicy:
         row_group = [groups.setdefault(tuple(p), len(groups)) for p in prompts]
         if self.share_prompts and len(groups) < len(prompts):
             unique = list(groups)
-            scored = self._score_shared(unique, row_group, completions, entropy, prompt_hidden)
+            scored = self._score_shared(
+                unique, row_group, completions, sampling, entropy, prompt_hidden
+            )
             if scored is not None:
                 return scored
-        return self._score_joint(prompts, completions, entropy, prompt_hidden)
+        return self._score_joint(prompts, completions, sampling, entropy, prompt_hidden)
 
     def _completion_batch(
         self, completions: Sequence[Sequence[int]]
@@ -239,6 +442,7 @@ class LLMPolicy:
         self,
         prompts: Sequence[Sequence[int]],
         completions: Sequence[Sequence[int]],
+        sampling: Sampling | None,
         entropy: bool,
         prompt_hidden: bool,
     ) -> Scored:
@@ -258,7 +462,7 @@ class LLMPolicy:
                 max=width - 1
             )
         device = self.device
-        with self.active():
+        with self.active(), self.compute():
             output = self.model(
                 input_ids=input_ids.to(device),
                 attention_mask=attention.to(device),
@@ -271,13 +475,14 @@ class LLMPolicy:
         if prompt_hidden:
             last = torch.tensor([len(p) - 1 for p in prompts], device=device)
             hidden = output.hidden_states[-1][torch.arange(batch, device=device), last]
-        return self._scored(picked, targets.to(device), mask.to(device), entropy, hidden)
+        return self._scored(picked, targets.to(device), mask.to(device), sampling, entropy, hidden)
 
     def _score_shared(
         self,
         unique: list[tuple[int, ...]],
         row_group: list[int],
         completions: Sequence[Sequence[int]],
+        sampling: Sampling | None,
         entropy: bool,
         prompt_hidden: bool,
     ) -> Scored | None:
@@ -287,7 +492,7 @@ class LLMPolicy:
         index = torch.tensor(row_group, device=device)
         targets, mask = self._completion_batch(completions)
         targets, mask = targets.to(device), mask.to(device)
-        with self.active():
+        with self.active(), self.compute():
             first, prompt_mask = self._prompt_pass(unique, hidden=prompt_hidden, logits=True)
             cache = first.past_key_values
             if cache is None or not hasattr(cache, "batch_select_indices"):
@@ -305,7 +510,7 @@ class LLMPolicy:
         first_logits = first.logits[:, -1][index].unsqueeze(1)
         picked = torch.cat([first_logits, rest.logits[:, :-1]], dim=1)
         hidden = first.hidden_states[-1][:, -1][index] if prompt_hidden else None
-        return self._scored(picked, targets, mask, entropy, hidden)
+        return self._scored(picked, targets, mask, sampling, entropy, hidden)
 
     def _prompt_pass(
         self, prompts: Sequence[Sequence[int]], *, hidden: bool, logits: bool
@@ -338,7 +543,7 @@ class LLMPolicy:
         head reads as V(h)), from one prompt-only forward pass."""
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("prompt_states needs a non-empty list of non-empty prompts")
-        with self.active():
+        with self.active(), self.compute():
             output, _ = self._prompt_pass(prompts, hidden=True, logits=False)
         return output.hidden_states[-1][:, -1]
 
@@ -347,18 +552,22 @@ class LLMPolicy:
         picked: torch.Tensor,
         targets: torch.Tensor,
         mask: torch.Tensor,
+        sampling: Sampling | None,
         entropy: bool,
         hidden: torch.Tensor | None,
     ) -> Scored:
-        """log pi(token) = logit - logsumexp(logits); H = logsumexp - sum(p * logits)."""
-        picked = picked.float()
-        normaliser = picked.logsumexp(-1)
-        log_probs = picked.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - normaliser
+        """log pi(token) = z_token - logsumexp(z), H = logsumexp(z) - sum(p * z), where z are
+        the logits of the sampling distribution (float32, cut tokens at -inf, p = 0 there)."""
+        warped, outside = sampling_logits(picked, sampling, targets)
+        normaliser = warped.logsumexp(-1)
+        log_probs = warped.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - normaliser
         entropies = None
         if entropy:
-            probs = torch.softmax(picked, -1)
-            entropies = (normaliser - (probs * picked).sum(-1)).masked_fill(~mask, 0.0)
-        return Scored(log_probs.masked_fill(~mask, 0.0), mask, entropies, hidden)
+            probs = torch.softmax(warped, -1)
+            finite = warped.masked_fill(torch.isinf(warped), 0.0)
+            entropies = (normaliser - (probs * finite).sum(-1)).masked_fill(~mask, 0.0)
+        count = int((outside & mask).sum()) if outside is not None else 0
+        return Scored(log_probs.masked_fill(~mask, 0.0), mask, entropies, hidden, count)
 
     @functools.cached_property
     def _keeps_logits(self) -> bool:
@@ -369,16 +578,24 @@ class LLMPolicy:
             return False
 
     def token_log_probs(
-        self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
+        self,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        *,
+        sampling: Sampling | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probabilities of each completion token, [batch, max completion length], and the
         mask of real (non-padding) completion tokens."""
-        scored = self.score(prompts, completions)
+        scored = self.score(prompts, completions, sampling=sampling)
         return scored.log_probs, scored.mask
 
     def sequence_log_probs(
-        self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
+        self,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        *,
+        sampling: Sampling | None = None,
     ) -> torch.Tensor:
         """Sum of completion-token log-probabilities per sequence (the macro-action's)."""
-        log_probs, _ = self.token_log_probs(prompts, completions)
+        log_probs, _ = self.token_log_probs(prompts, completions, sampling=sampling)
         return log_probs.sum(-1)

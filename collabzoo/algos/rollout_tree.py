@@ -21,7 +21,8 @@ from typing import Any
 from gymnasium.utils import EzPickle
 
 from collabzoo.algos.advantages import discounted_return
-from collabzoo.algos.policy import Completion, LLMPolicy, Sampling
+from collabzoo.algos.policy import Completion, LLMPolicy
+from collabzoo.algos.sampling import Sampling
 
 JOINT_MODES = ("aligned", "cross")
 

@@ -6,8 +6,11 @@ node's sibling-group advantages per agent, and take one optimizer step on
 
     loss_i = - mean_g( A_g * sum_t log pi_i(a_g,t | h_g) )  [+ kl_coef * mean_t k3(q_t)]
 
-summed over agents. A learner subclass only chooses the baseline and normalisation. A non-finite
-loss skips the update and is reported; it never becomes a constant.
+for each agent i, where pi_i is the distribution the rollout sampled from (temperature, top-k,
+top-p). Each distinct policy has its own optimizer, gradient clip and skip (`update_groups`): a
+non-finite loss skips that policy's step only and is reported; it never becomes a constant. The
+loss pass runs in train mode, the KL reference pass in eval mode. A learner subclass only
+chooses the baseline and normalisation.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.advantages import group_advantages, sample_returns
-from collabzoo.algos.learner import Learner, LearnerConfig, adamw
+from collabzoo.algos.advantages import STD_MODES, group_advantages, sample_returns
+from collabzoo.algos.learner import Learner, LearnerConfig, update_group
 from collabzoo.algos.policy import LLMPolicy
 from collabzoo.algos.rollout_tree import Node, expanded_nodes
 
@@ -30,6 +33,9 @@ class TreeLearnerConfig(LearnerConfig):
     joint_mode: str = "aligned"
     """'aligned' (K joint actions per node) or 'cross' (K^N)."""
     agent_learning_rate: float = 5.0e-6
+    advantage_std: str = "population"
+    """The group std that normalises advantages: 'population' clamped at 1e-6 (the
+    reference's), or 'unbiased' + 1e-8 (collabzoo before 0.2)."""
     reference_kl_enabled: bool = False
     """Add a k3 KL penalty to a frozen reference policy (the LoRA base when there is one)."""
     reference_kl_coef: float = 0.1
@@ -50,8 +56,16 @@ class TreeLearner(Learner):
         tokenizer: Any = None,
         eval_env: Any = None,
     ) -> None:
+        if args.advantage_std not in STD_MODES:
+            raise ValueError(
+                f"advantage_std must be one of {STD_MODES}, got {args.advantage_std!r}"
+            )
         super().__init__(env, models, args, tokenizer=tokenizer, eval_env=eval_env)
-        self.optimizer = adamw(self.actor_parameters(), args.agent_learning_rate, args)
+        for policy in self.distinct:
+            name = self.policy_name(policy)
+            self.groups[name] = update_group(
+                name, policy.trainable_parameters(), args.agent_learning_rate, args
+            )
         self.references: dict[int, Any] = {}
         if args.reference_kl_enabled:
             for policy in self.distinct:
@@ -60,6 +74,8 @@ class TreeLearner(Learner):
                     frozen.model.eval()
                     for p in frozen.model.parameters():
                         p.requires_grad_(False)
+                    if policy.compute_dtype is not None:  # frozen: no master weights needed
+                        frozen.model.to(policy.compute_dtype)
                     self.references[id(policy)] = frozen
 
     # ----- rewards and advantages ---------------------------------------------------------------
@@ -72,6 +88,7 @@ class TreeLearner(Learner):
                 sample_returns(joints, returns, position, node.k),
                 self.baseline,
                 self.args.advantage_normalization,
+                std=self.args.advantage_std,
             )
             for position, agent in enumerate(node.agents)
         }
@@ -97,60 +114,77 @@ class TreeLearner(Learner):
         log_probs: torch.Tensor,
         mask: torch.Tensor,
     ) -> torch.Tensor:
-        """k3 estimator exp(q) - q - 1, q = log p_ref - log p, averaged over real tokens."""
+        """k3 estimator exp(q) - q - 1, q = log p_ref - log p, averaged over real tokens; both
+        under the sampling distribution, the reference in eval mode."""
         with torch.no_grad():
             if policy.adapter is not None:
-                with policy.reference():
-                    ref, _ = policy.token_log_probs(prompts, completions)
+                with policy.reference(), policy.mode(train=False):
+                    ref, _ = policy.token_log_probs(prompts, completions, sampling=self.sampling)
             else:
-                ref, _ = self.references[id(policy)].token_log_probs(prompts, completions)
+                ref, _ = self.references[id(policy)].token_log_probs(
+                    prompts, completions, sampling=self.sampling
+                )
         q = (ref - log_probs).masked_fill(~mask, 0.0)
         per_token = (torch.exp(q) - q - 1.0).masked_fill(~mask, 0.0)
         return per_token.sum() / mask.sum().clamp(min=1)
 
-    def optimize(self, batch: dict[str, list[tuple[Any, Any, float]]]) -> dict[str, float]:
-        self.optimizer.zero_grad(set_to_none=True)
-        metrics: dict[str, float] = {}
-        total = 0.0
+    def _policy_loss(
+        self, agent: str, samples: list[tuple[Any, Any, float]], metrics: dict[str, float]
+    ) -> bool:
+        """Backpropagate one agent's loss in chunks; False at the first non-finite chunk."""
+        policy = self.policies[agent]
         chunk = max(1, self.args.logprob_batch_size)
-        for agent, samples in batch.items():
-            if not samples:
-                continue
-            policy = self.policies[agent]
-            agent_loss = agent_kl = 0.0
-            for start in range(0, len(samples), chunk):
-                part = samples[start : start + chunk]
-                prompts = [s[0] for s in part]
-                completions = [s[1] for s in part]
-                advantages = torch.tensor([s[2] for s in part], device=policy.device)
-                log_probs, mask = policy.token_log_probs(prompts, completions)
-                loss = -(advantages * log_probs.sum(-1)).sum() / len(samples)
-                if self.args.reference_kl_enabled:
-                    kl = self._kl(policy, prompts, completions, log_probs, mask)
-                    loss = loss + self.args.reference_kl_coef * kl * len(part) / len(samples)
-                    agent_kl += kl.item() * len(part) / len(samples)
-                if not torch.isfinite(loss):
-                    self.optimizer.zero_grad(set_to_none=True)
-                    self.skipped_updates += 1
-                    return {
-                        "skipped": 1.0,
-                        "skipped_updates": float(self.skipped_updates),
-                        "nonfinite_agent": float(self.agents.index(agent)),
-                    }
-                loss.backward()
-                agent_loss += loss.item()
-            metrics[f"loss/{agent}"] = agent_loss
+        agent_loss = agent_kl = 0.0
+        outside = 0
+        for start in range(0, len(samples), chunk):
+            part = samples[start : start + chunk]
+            prompts = [s[0] for s in part]
+            completions = [s[1] for s in part]
+            advantages = torch.tensor([s[2] for s in part], device=policy.device)
+            scored = policy.score(prompts, completions, sampling=self.sampling)
+            outside += scored.outside_kept
+            loss = -(advantages * scored.log_probs.sum(-1)).sum() / len(samples)
             if self.args.reference_kl_enabled:
-                metrics[f"kl/{agent}"] = agent_kl
-            total += agent_loss
-        parameters = [p for group in self.optimizer.param_groups for p in group["params"]]
-        norm = torch.nn.utils.clip_grad_norm_(parameters, self.args.max_grad_norm)
-        if not torch.isfinite(norm):
-            self.optimizer.zero_grad(set_to_none=True)
-            self.skipped_updates += 1
-            return {"skipped": 1.0, "skipped_updates": float(self.skipped_updates)}
-        self.optimizer.step()
-        metrics.update(loss=total, grad_norm=float(norm), skipped=0.0)
+                kl = self._kl(policy, prompts, completions, scored.log_probs, scored.mask)
+                loss = loss + self.args.reference_kl_coef * kl * len(part) / len(samples)
+                agent_kl += kl.item() * len(part) / len(samples)
+            if not torch.isfinite(loss):
+                return False
+            loss.backward()
+            agent_loss += loss.item()
+        metrics[f"loss/{agent}"] = agent_loss
+        metrics["outside_kept_tokens"] = metrics.get("outside_kept_tokens", 0.0) + outside
+        if self.args.reference_kl_enabled:
+            metrics[f"kl/{agent}"] = agent_kl
+        return True
+
+    def optimize(self, batch: dict[str, list[tuple[Any, Any, float]]]) -> dict[str, float]:
+        """One step per distinct policy: its agents' losses, its own clip, its own skip."""
+        metrics: dict[str, float] = {}
+        norms: list[float] = []
+        skipped = 0
+        for policy in self.distinct:
+            name = self.policy_name(policy)
+            group = self.groups[name]
+            group.zero_grad()
+            agents = [a for a in self.agents if self.policies[a] is policy and batch.get(a)]
+            with policy.mode(train=True):
+                finite = all(self._policy_loss(agent, batch[agent], metrics) for agent in agents)
+            if not finite:
+                group.skip()
+            norm = group.step() if finite else None  # None: a non-finite gradient, skipped
+            if norm is None:
+                skipped += 1
+                metrics[f"skipped/{name}"] = 1.0
+                continue
+            metrics[f"grad_norm/{name}"] = norm
+            norms.append(norm)
+        metrics.update(
+            loss=sum(v for k, v in metrics.items() if k.startswith("loss/")),
+            grad_norm=max(norms, default=0.0),
+            skipped=float(skipped),
+            skipped_updates=float(self.skipped_updates),
+        )
         return metrics
 
     def learn(self, roots: list[Node]) -> dict[str, float]:

@@ -35,7 +35,7 @@ class HFModel:
     ) -> list[Generation]:
         import torch
 
-        from collabzoo.algos.policy import Sampling as PolicySampling
+        from collabzoo.algos.sampling import Sampling as PolicySampling
 
         settings = PolicySampling(
             max_new_tokens=sampling.max_new_tokens,
@@ -51,7 +51,7 @@ class HFModel:
         generations = []
         for completion in completions:
             ids = completion.completion_ids
-            stopped = bool(ids) and ids[-1] == self.policy.eos_id
+            stopped = bool(ids) and ids[-1] in self.policy.stop_ids
             full = len(ids) >= sampling.max_new_tokens
             finish = "length" if full and not stopped else "stop"
             generations.append(Generation(completion.text, len(ids), finish))

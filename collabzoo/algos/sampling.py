@@ -1,0 +1,112 @@
+"""The sampling distribution: what a policy samples from, and what every loss must score.
+
+A policy samples token t from softmax(warp(logits_t)), where `warp` divides by the temperature
+and then keeps the top-k tokens and, of those, the smallest top-p nucleus (transformers'
+`generate` applies its warpers in this order: temperature, top-k, top-p). Every log-probability
+the learners use (the policy gradient, PPO's ratio, the KL, the entropy) must be of that same
+distribution; scoring at temperature 1 without truncation makes each gradient off-policy.
+
+    warped = logits / T
+    warped[rank_k(warped) > k] = -inf                          (top-k, ties kept)
+    sort ascending; c_j = cumsum(softmax(sorted))_j
+    warped[c_j <= 1 - p] = -inf, the largest token always kept (top-p)
+    log pi(t) = log_softmax(warped)[t]
+
+Nothing else changes the distribution: `LLMPolicy.generate` samples with these settings alone,
+not with the extras of a model's `generation_config` (repetition penalty, min-p, typical-p...).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Generation settings (the reference defaults)."""
+
+    max_new_tokens: int = 256
+    temperature: float = 0.6
+    top_p: float = 0.6
+    top_k: int | None = 50
+    """None or 0: no top-k cut."""
+    do_sample: bool = True
+    """False: greedy decoding (a deterministic policy: it has no log-probability to train)."""
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if not self.do_sample:
+            return
+        if not (self.temperature > 0 and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be a positive number, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k is not None and self.top_k < 0:
+            raise ValueError(f"top_k must be None, 0 (no cut) or positive, got {self.top_k}")
+
+    @property
+    def truncates(self) -> bool:
+        """Whether top-k or top-p removes tokens (else the warp is only the temperature)."""
+        return bool(self.top_k) or self.top_p < 1.0
+
+
+def kept_tokens(scaled: torch.Tensor, sampling: Sampling) -> torch.Tensor | None:
+    """The boolean mask [..., V] of tokens that top-k and then top-p keep, computed on the
+    temperature-scaled logits (float32), or None when nothing is cut. Not differentiable: the
+    kept set is a property of the logits, the probabilities over it are what gradients see."""
+    if not sampling.truncates:
+        return None
+    with torch.no_grad():
+        scores = scaled.detach()
+        vocab = scores.size(-1)
+        removed = torch.zeros(scores.shape, dtype=torch.bool, device=scores.device)
+        if sampling.top_k:
+            k = min(sampling.top_k, vocab)
+            kth = torch.topk(scores, k, dim=-1).values[..., -1:]
+            removed = scores < kth
+            scores = scores.masked_fill(removed, -math.inf)
+        if sampling.top_p < 1.0:
+            ascending, order = torch.sort(scores, dim=-1, descending=False)
+            cumulative = ascending.softmax(-1).cumsum(-1)
+            cut = cumulative <= (1.0 - sampling.top_p)
+            cut[..., -1] = False  # the most likely token is always kept
+            removed = removed | torch.zeros_like(cut).scatter(-1, order, cut)
+        return ~removed
+
+
+def sampling_logits(
+    logits: torch.Tensor, sampling: Sampling | None, targets: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(warped, outside): float32 logits of the sampling distribution, removed tokens at -inf,
+    and where `targets` [...] fell outside the kept set (None when nothing is cut).
+
+    A target outside the kept set is kept anyway: a token generate sampled was in its kept
+    set, so this only happens at a near-tie that the scoring pass (other kernels, batching or
+    precision) resolves the other way, and -inf would poison the loss. `outside` counts them.
+    `sampling=None`: the raw distribution at temperature 1."""
+    scaled = logits.float()
+    if sampling is None:
+        return scaled, None
+    if not sampling.do_sample:
+        raise ValueError(
+            "do_sample=False is greedy decoding: a deterministic policy, whose log-probability "
+            "is not defined; score with the sampling settings that generated, or sampling=None"
+        )
+    if sampling.temperature != 1.0:
+        scaled = scaled / sampling.temperature
+    kept = kept_tokens(scaled, sampling)
+    if kept is None:
+        return scaled, None
+    outside = None
+    if targets is not None:
+        index = targets.unsqueeze(-1)
+        outside = ~kept.gather(-1, index).squeeze(-1)
+        kept = kept.scatter(-1, index, True)
+    return scaled.masked_fill(~kept, -math.inf), outside
+
+
+__all__ = ["Sampling", "kept_tokens", "sampling_logits"]

@@ -1,0 +1,90 @@
+"""Decentralised updates: one optimizer, one gradient clip and one non-finite skip per policy.
+
+A team trained with one AdamW and one `clip_grad_norm_` over every agent's weights is not
+decentralised: one agent's large gradient shrinks every other agent's step (the clip scales the
+joint norm), and one agent's non-finite loss throws away the whole team's update. Each distinct
+policy (an agent, agents sharing one model, a LoRA adapter, a critic) is an `UpdateGroup`:
+
+    g_i <- grad of loss_i;  if not finite(loss_i, |g_i|): skip group i (others still step)
+    g_i <- g_i * min(1, c / |g_i|);  AdamW_i step
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+
+
+class UpdateGroup:
+    """The parameters of one policy (or critic) with their own AdamW, clip and skip."""
+
+    def __init__(
+        self,
+        name: str,
+        parameters: Iterable[torch.nn.Parameter] | list[dict[str, Any]],
+        *,
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        max_grad_norm: float | None = 1.0,
+    ) -> None:
+        self.name = name
+        self.optimizer = torch.optim.AdamW(
+            parameters, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay
+        )
+        self.parameters = [p for g in self.optimizer.param_groups for p in g["params"]]
+        if not self.parameters:
+            raise ValueError(f"{name!r} has no trainable parameters")
+        self.max_grad_norm = max_grad_norm
+        self.skipped = 0
+        """Steps of this group skipped for a non-finite loss or gradient, so far."""
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def skip(self) -> None:
+        """Drop this step's gradients (a non-finite loss): the parameters stay as they are."""
+        self.zero_grad()
+        self.skipped += 1
+
+    def step(self) -> float | None:
+        """Clip this group's gradient norm and step; None (and no step) if the norm is not
+        finite. Returns the norm before clipping."""
+        if self.max_grad_norm is None:
+            norms = [p.grad.norm() for p in self.parameters if p.grad is not None]
+            norm = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
+        else:
+            norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
+        if not torch.isfinite(norm):
+            self.skip()
+            return None
+        self.optimizer.step()
+        return float(norm)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "skipped": self.skipped}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.skipped = int(state["skipped"])
+
+
+def groups_state(groups: Mapping[str, UpdateGroup]) -> dict[str, Any]:
+    return {name: group.state_dict() for name, group in groups.items()}
+
+
+def load_groups_state(groups: Mapping[str, UpdateGroup], state: Mapping[str, Any]) -> None:
+    """Restore every group by name (the team must be the same as when it was saved)."""
+    if set(state) != set(groups):
+        raise ValueError(
+            f"the checkpoint's optimizers are for {sorted(state)}, this trainer's for "
+            f"{sorted(groups)}: resume with the same team and learner"
+        )
+    for name, group in groups.items():
+        group.load_state_dict(state[name])
+
+
+__all__ = ["UpdateGroup", "groups_state", "load_groups_state"]
