@@ -563,6 +563,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     except TypeError as error:
         known = ", ".join(sorted(fields))
         raise UsageError(f"{error}; {config_class.__name__} fields: {known}") from None
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     team = args.team or ("separate" if args.model == "tiny" else "lora")
     try:
         if team == "lora":
@@ -575,7 +577,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             }
     except OSError as error:
         raise UsageError(f"cannot load model {args.model!r}: {error}") from None
-    trainer = trainer_class(lambda: make(entry.id, **env_kwargs), models, config)
+    try:
+        trainer = trainer_class(lambda: make(entry.id, **env_kwargs), models, config)
+    except ValueError as error:  # settings the learner refuses (greedy decoding, ...)
+        raise UsageError(str(error)) from None
     print(
         f"{args.algo} on {entry.id}: agents {', '.join(agents)}, model {args.model} ({team}), "
         f"{config.max_updates} updates -> {args.output}",

@@ -3,6 +3,7 @@ trains, resume is exact (critics and their optimizers included), and any Paralle
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 
@@ -137,6 +138,10 @@ def test_a_lora_team_gets_lora_critics_on_the_same_base(tmp_path) -> None:
     assert critic.backbone.adapter == "critic_team"
     assert set(critic.backbone.model.peft_config) == {"alpha", "beta", "critic_team"}
     assert_trains_actors_and_critics(trainer)
+    saved = trainer.save(tmp_path / "final")  # the critic's own adapter and head, nothing more
+    assert (saved / "critic-team" / "adapter_config.json").is_file()
+    assert (saved / "critic-team" / "value_head.pt").is_file()
+    assert not [p for p in (saved / "critic-team").iterdir() if p.is_dir()]
 
 
 def test_centralized_critic_reads_the_joint_state_and_q_reads_the_joint_action(
@@ -164,6 +169,121 @@ def test_centralized_critic_reads_the_joint_state_and_q_reads_the_joint_action(
         else:
             assert len(inputs) == len(texts) == 2 * (1 + 2)  # per tree: the root and 2 nodes
         assert_trains_actors_and_critics(trainer)
+
+
+def perfect_values(trainer, roots, value_of_key) -> None:
+    """Replace the critic's reads by exact values: `value_of_key(key)` for each input key of
+    `critic_inputs` (a scripted critic, so the advantage math is checked on its own)."""
+    by_ids = {}
+    for key, ids in trainer.critic_inputs(roots)["team"].items():
+        by_ids.setdefault(tuple(ids), value_of_key(key))
+    trainer._values = lambda critic, inputs: [by_ids[tuple(ids)] for ids in inputs]
+
+
+class LeftEven(EvenStart):
+    """EvenStart paying 1 when the left answer alone starts with an even character."""
+
+    def step(self, actions):
+        observations, rewards, terminations, truncations, infos = super().step(actions)
+        first = actions["left"][:1]
+        reward = 1.0 if first and ord(first) % 2 == 0 else 0.0
+        return observations, dict.fromkeys(rewards, reward), terminations, truncations, infos
+
+
+def test_a_q_critic_advantage_has_an_action_independent_baseline(tmp_path) -> None:
+    """A one-turn bandit with rewards 1 and 0 and a perfect Q (Q = r): the rewarded joint
+    actions get positive advantages, the others negative ones. The Q critic's own TD error
+    r - Q(s, a) would give every action 0."""
+    torch.manual_seed(0)
+    config = short_config(
+        CentralCriticConfig,
+        tmp_path,
+        critic_type="q",
+        num_generations=8,
+        num_turns=1,
+        advantage_normalization=False,
+    )
+    trainer = CentralCriticTrainer(LeftEven, team(("left", "right")), config)
+    roots = trainer.rollout.build(trainer.episode_seeds(0), trainer.args.discount)
+    nodes = {id(node): node for root in roots for node in expanded_nodes(root)}
+
+    def true_value(key):
+        if key[0] == "state":
+            return statistics.mean(c.reward for c in nodes[key[1]].children)
+        return nodes[key[0]].children[key[1]].reward
+
+    perfect_values(trainer, roots, true_value)
+    samples, _ = trainer.training_batch(roots)
+    rewards = [c.reward for root in roots for c in root.children]
+    assert set(rewards) == {0.0, 1.0}, "both outcomes among the sampled joint actions"
+    index = 0
+    for root in roots:
+        mean = statistics.mean(c.reward for c in root.children)
+        for child in root.children:
+            for agent in ("left", "right"):
+                advantage = samples[agent][index].advantage
+                assert advantage == pytest.approx(child.reward - mean)
+                if child.reward == 1.0 and mean < 1.0:
+                    assert advantage > 0
+                if child.reward == 0.0 and mean > 0.0:
+                    assert advantage < 0
+            index += 1
+
+
+def test_a_q_critic_at_a_one_action_node_subtracts_v_of_the_state(tmp_path) -> None:
+    """Below the root the actor-critic rollouts sample one joint action: the baseline there is
+    the critic's V(s), read from the state alone (Q 0.7, V 0.2: advantage 0.5)."""
+    torch.manual_seed(0)
+    config = short_config(
+        CentralCriticConfig, tmp_path, critic_type="q", advantage_normalization=False
+    )
+    trainer = CentralCriticTrainer(EvenStart, team(("left", "right")), config)
+    roots = trainer.rollout.build(trainer.episode_seeds(0), trainer.args.discount)
+    depth = {id(n): n.depth for root in roots for n in expanded_nodes(root)}
+
+    def scripted(key):
+        node = key[1] if key[0] == "state" else key[0]
+        if depth[node] == 0:
+            return 0.0
+        return 0.2 if key[0] == "state" else 0.7
+
+    perfect_values(trainer, roots, scripted)
+    samples, critic_samples = trainer.training_batch(roots)
+    deeper = [s for s in samples["left"] if s.old_value == pytest.approx(0.7)]
+    assert len(deeper) == 2 * 2, "2 episodes x 2 branches, one deeper transition each"
+    assert all(s.advantage == pytest.approx(0.5) for s in deeper)
+    # the V(s) reads train on the same targets as Q(s, a): two critic samples per transition
+    assert len(critic_samples["team"]) == 2 * len(samples["left"])
+
+
+def test_a_joint_state_over_the_budget_keeps_every_agent(tmp_path) -> None:
+    """The centralized critic's joint state is cut per agent, each keeping its newest text;
+    every cut is counted in metrics.jsonl's truncated_prompts."""
+
+    class Verbose(EvenStart):
+        def reset(self, seed=None, options=None):
+            observations, infos = super().reset(seed, options)
+            observations["left"] = "LEFT-OLD " + "left history " * 30 + "LEFT-NEW"
+            observations["right"] = "right sees little RIGHT-NEW"
+            return observations, infos
+
+    policies = {
+        a: LLMPolicy(*tiny_causal_lm(seed=i), max_prompt_tokens=200)
+        for i, a in enumerate(("left", "right"))
+    }
+    config = short_config(CentralCriticConfig, tmp_path, max_updates=1)
+    trainer = CentralCriticTrainer(Verbose, policies, config)
+    roots = trainer.rollout.build(trainer.episode_seeds(0), trainer.args.discount)
+    critic = trainer.critics["team"]
+    root_inputs = [
+        critic.backbone.decode(critic.encode(*trainer._critic_text(r, None, None))) for r in roots
+    ]
+    for text in root_inputs:
+        assert "[left]" in text and "LEFT-NEW" in text and "LEFT-OLD" not in text
+        assert "[right] right sees little RIGHT-NEW" in text
+    trainer.train()
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["truncated_prompts"] >= 2, "the left prompts and the joint states"
 
 
 def test_bad_actor_critic_settings_are_clear_errors() -> None:

@@ -163,3 +163,32 @@ def test_a_lora_team_checkpoint_loads_each_agents_adapter(tmp_path: Path) -> Non
         assert answers_of(document, agent) == expected
         member = document["team"]["members"][agent]
         assert member["adapter"] == agent and member["base_model"] == str(base_folder)
+
+
+def test_chat_template_options_reach_hf_models(tmp_path: Path, capsys) -> None:
+    """`--chat-template-kwargs` (Qwen3's {"enable_thinking": false}) is passed to the chat
+    template of every hf: model and recorded with the run; bad JSON is a clear error."""
+    folder = tmp_path / "model"
+    model, tokenizer = tiny_causal_lm(5)
+    tokenizer.chat_template = (
+        "{% if enable_thinking is defined and not enable_thinking %}/no_think {% endif %}"
+        "{{ messages[0]['content'] }} =>"
+    )
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    options = '{"enable_thinking": false}'
+    assert bench(tmp_path / "out", f"hf:{folder}", "--chat-template-kwargs", options) == 0
+    (path,) = (tmp_path / "out").glob("*.json")
+    document = read_results(path)
+    member = document["team"]["members"]["alpha"]
+    assert member["chat_template_kwargs"] == {"enable_thinking": False}
+    quiet = LLMPolicy(*load_causal_lm(str(folder)), chat_template_kwargs={"enable_thinking": False})
+    prompts = [o["alpha"] for o in first_observations(document)]
+    assert quiet.tokenizer.decode(quiet.encode_prompt(prompts[0])).startswith("/no_think ")
+    expected = [(c.text, len(c.completion_ids)) for c in quiet.generate(prompts, GREEDY)]
+    assert answers_of(document, "alpha") == expected
+
+    assert bench(tmp_path / "bad", f"hf:{folder}", "--chat-template-kwargs", "{oops") == 2
+    assert "--chat-template-kwargs must be JSON" in capsys.readouterr().err
+    assert bench(tmp_path / "bad", f"hf:{folder}", "--chat-template-kwargs", "[1]") == 2
+    assert "must be a JSON object" in capsys.readouterr().err

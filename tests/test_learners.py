@@ -324,6 +324,16 @@ def test_collabzoo_train_end_to_end(algo: str, env: str, extra: list[str], tmp_p
     assert (tmp_path / "final").is_dir() and any((tmp_path / "final").iterdir())
 
 
+def test_settings_a_learner_refuses_are_usage_errors(tmp_path, capsys) -> None:
+    from collabzoo.cli import main
+
+    command = ["train", "magrpo", "--env", "tinycoop", "--model", "tiny", "--output", str(tmp_path)]
+    assert main([*command, "--set", "do_sample=false"]) == 2
+    assert "samples greedily" in capsys.readouterr().err
+    assert main([*command, "--set", "advantage_std=sample"]) == 2
+    assert "advantage_std must be one of" in capsys.readouterr().err
+
+
 def test_reward_shift_scale_and_normalisation() -> None:
     root, _ = build(max_depth=1, reward_transform=lambda r: (r - 4.0) * 0.5)  # shift -4, x0.5
     assert [c.reward for c in root.children] == [-0.5, -2.0]  # raw 3 and 0
@@ -333,3 +343,59 @@ def test_reward_shift_scale_and_normalisation() -> None:
     for value in (1.0, 2.0, 3.0, 4.0):
         stats.add(value)
     assert stats.mean == 2.5 and stats.std == pytest.approx(math.sqrt(5 / 3))
+
+
+# ----- what checkpoints and saved teams hold ---------------------------------------------------
+def test_a_lora_team_stores_only_its_adapters(tmp_path) -> None:
+    """A LoRA team's checkpoint holds each agent's adapter, not the frozen base; each agent's
+    saved folder holds its own adapter only; resuming puts every adapter back."""
+    from peft.utils import get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    from collabzoo.algos import lora_team
+    from collabzoo.algos.checkpoint import load_checkpoint
+
+    def make_team():
+        return lora_team(*tiny_causal_lm(seed=0), ["alpha", "beta"], rank=2)
+
+    torch.manual_seed(0)
+    config = config_for(tmp_path / "run", 2)
+    trainer = MAGRPOTrainer(lambda: collabzoo.make("tinycoop"), make_team(), config)
+    trainer.train()
+    model = trainer.policies["alpha"].model
+    state = load_checkpoint(tmp_path / "run")
+    assert sorted(state["policies"]) == ["alpha", "beta"]
+    for agent, other in (("alpha", "beta"), ("beta", "alpha")):
+        names = list(state["policies"][agent])
+        assert names and all("lora_" in n and f".{agent}." in n for n in names)
+        assert not any(f".{other}." in n for n in names)
+    stored = sum(t.numel() for weights in state["policies"].values() for t in weights.values())
+    base = sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
+    assert stored < base / 10, (stored, base)
+
+    saved = trainer.save(tmp_path / "final")
+    for agent in ("alpha", "beta"):
+        folder = saved / agent
+        assert not [p for p in folder.iterdir() if p.is_dir()], "no other adapter inside"
+        assert (folder / "adapter_config.json").is_file()
+        on_disk = load_file(folder / "adapter_model.safetensors")
+        own = get_peft_model_state_dict(model, adapter_name=agent)
+        assert on_disk.keys() == own.keys()
+        assert all(torch.equal(on_disk[k], own[k]) for k in own)
+
+    resumed = MAGRPOTrainer(
+        lambda: collabzoo.make("tinycoop"),
+        make_team(),
+        config_for(tmp_path / "run", 2, resume=True),
+    )
+    assert resumed.resume() and resumed.update == 2
+    for a, b in zip(parameters(trainer), parameters(resumed), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_checkpoint_of_an_earlier_version_is_a_clear_error(tmp_path) -> None:
+    trainer = MAGRPOTrainer(lambda: collabzoo.make("tinycoop"), team(), config_for(tmp_path, 1))
+    old = trainer.state_dict()
+    old["optimizer"] = old.pop("optimizers")
+    with pytest.raises(ValueError, match="earlier collabzoo"):
+        trainer.load_state_dict(old)

@@ -30,7 +30,7 @@ from gymnasium import spaces
 from torch import nn
 
 from collabzoo.algos.policy import Completion, LLMPolicy, Scored
-from collabzoo.algos.sampling import Sampling, sampling_logits
+from collabzoo.algos.sampling import Sampling, sampling_logits, token_log_probs
 
 
 class MLP(nn.Module):
@@ -182,7 +182,7 @@ class MLPPolicy(LLMPolicy):
         chosen = []
         for part in logits:
             if sampling.do_sample:
-                warped, _ = sampling_logits(part, sampling)
+                warped = sampling_logits(part, sampling)
                 chosen.append(torch.distributions.Categorical(logits=warped).sample())
             else:
                 chosen.append(part.argmax(-1))
@@ -215,12 +215,10 @@ class MLPPolicy(LLMPolicy):
             )
         log_probs, entropies, outside = [], [], 0
         for d, part in enumerate(logits):
-            warped, cut = sampling_logits(part, sampling, actions[:, d])
-            log_softmax = warped.log_softmax(-1)
-            log_probs.append(log_softmax.gather(-1, actions[:, d : d + 1]).squeeze(-1))
-            if entropy:
-                finite = log_softmax.masked_fill(torch.isinf(log_softmax), 0.0)
-                entropies.append(-(log_softmax.exp() * finite).sum(-1))
+            chosen, spread, cut = token_log_probs(part, actions[:, d], sampling, entropy=entropy)
+            log_probs.append(chosen)
+            if spread is not None:
+                entropies.append(spread)
             outside += int(cut.sum()) if cut is not None else 0
         mask = torch.ones(actions.shape, dtype=torch.bool, device=self.device)
         return Scored(

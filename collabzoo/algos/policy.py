@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from collabzoo.algos.prompt_budget import TRUNCATION_MARK, share_budget, split_parts
-from collabzoo.algos.sampling import Sampling, sampling_logits
+from collabzoo.algos.sampling import Sampling, token_log_probs
 
 FIT_ATTEMPTS = 8
 """Re-tokenising a cut text can shift its length by a token or two: tries before giving up."""
@@ -556,16 +556,11 @@ class LLMPolicy:
         entropy: bool,
         hidden: torch.Tensor | None,
     ) -> Scored:
-        """log pi(token) = z_token - logsumexp(z), H = logsumexp(z) - sum(p * z), where z are
-        the logits of the sampling distribution (float32, cut tokens at -inf, p = 0 there)."""
-        warped, outside = sampling_logits(picked, sampling, targets)
-        normaliser = warped.logsumexp(-1)
-        log_probs = warped.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - normaliser
-        entropies = None
-        if entropy:
-            probs = torch.softmax(warped, -1)
-            finite = warped.masked_fill(torch.isinf(warped), 0.0)
-            entropies = (normaliser - (probs * finite).sum(-1)).masked_fill(~mask, 0.0)
+        """Log-probabilities (and entropies) of the completion tokens under the sampling
+        distribution (see `sampling.token_log_probs`), zero at padding."""
+        log_probs, entropies, outside = token_log_probs(picked, targets, sampling, entropy=entropy)
+        if entropies is not None:
+            entropies = entropies.masked_fill(~mask, 0.0)
         count = int((outside & mask).sum()) if outside is not None else 0
         return Scored(log_probs.masked_fill(~mask, 0.0), mask, entropies, hidden, count)
 

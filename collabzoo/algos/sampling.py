@@ -78,35 +78,60 @@ def kept_tokens(scaled: torch.Tensor, sampling: Sampling) -> torch.Tensor | None
         return ~removed
 
 
-def sampling_logits(
-    logits: torch.Tensor, sampling: Sampling | None, targets: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(warped, outside): float32 logits of the sampling distribution, removed tokens at -inf,
-    and where `targets` [...] fell outside the kept set (None when nothing is cut).
+def sampling_logits(logits: torch.Tensor, sampling: Sampling | None) -> torch.Tensor:
+    """Float32 logits of the sampling distribution, the tokens it cuts at -inf (`sampling=None`:
+    the raw distribution at temperature 1)."""
+    scaled = _scaled(logits, sampling)
+    kept = kept_tokens(scaled, sampling) if sampling is not None else None
+    return scaled if kept is None else scaled.masked_fill(~kept, -math.inf)
 
-    A target outside the kept set is kept anyway: a token generate sampled was in its kept
-    set, so this only happens at a near-tie that the scoring pass (other kernels, batching or
-    precision) resolves the other way, and -inf would poison the loss. `outside` counts them.
-    `sampling=None`: the raw distribution at temperature 1."""
+
+def _scaled(logits: torch.Tensor, sampling: Sampling | None) -> torch.Tensor:
     scaled = logits.float()
     if sampling is None:
-        return scaled, None
+        return scaled
     if not sampling.do_sample:
         raise ValueError(
             "do_sample=False is greedy decoding: a deterministic policy, whose log-probability "
             "is not defined; score with the sampling settings that generated, or sampling=None"
         )
-    if sampling.temperature != 1.0:
-        scaled = scaled / sampling.temperature
-    kept = kept_tokens(scaled, sampling)
-    if kept is None:
-        return scaled, None
+    return scaled / sampling.temperature if sampling.temperature != 1.0 else scaled
+
+
+def token_log_probs(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    sampling: Sampling | None,
+    *,
+    entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """(log pi(target), entropy of pi or None, where the target was outside the kept set or
+    None) for logits [..., V] and targets [...], pi being the sampling distribution.
+
+    log pi(t) = z_t - logsumexp(z over the kept set); H = logsumexp - sum_kept(p * z).
+    A target outside the kept set is scored as if the set held it too (normaliser
+    logaddexp(lse, z_t)), where -inf would poison the loss. Generate only samples kept tokens,
+    so on the rollout policy this happens only at a near-tie that the scoring pass (other
+    kernels, batching or precision) resolves the other way; after optimizer steps (PPO's later
+    epochs) the policy has moved and a sampled token may have left its kept set. `outside`
+    counts both. The entropy is the kept set's."""
+    scaled = _scaled(logits, sampling)
+    chosen = scaled.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    kept = kept_tokens(scaled, sampling) if sampling is not None else None
+    warped = scaled if kept is None else scaled.masked_fill(~kept, -math.inf)
+    normaliser = warped.logsumexp(-1)
     outside = None
-    if targets is not None:
-        index = targets.unsqueeze(-1)
-        outside = ~kept.gather(-1, index).squeeze(-1)
-        kept = kept.scatter(-1, index, True)
-    return scaled.masked_fill(~kept, -math.inf), outside
+    if kept is not None:
+        outside = ~kept.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        log_probs = chosen - torch.where(outside, torch.logaddexp(normaliser, chosen), normaliser)
+    else:
+        log_probs = chosen - normaliser
+    entropies = None
+    if entropy:
+        probs = torch.softmax(warped, -1)
+        finite = warped if kept is None else warped.masked_fill(~kept, 0.0)
+        entropies = normaliser - (probs * finite).sum(-1)
+    return log_probs, entropies, outside
 
 
-__all__ = ["Sampling", "kept_tokens", "sampling_logits"]
+__all__ = ["Sampling", "kept_tokens", "sampling_logits", "token_log_probs"]

@@ -94,6 +94,24 @@ def select_envs(text: str) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
     return list(chosen.items()), group
 
 
+def _template_options(raw: str | None) -> dict[str, Any] | None:
+    """--chat-template-kwargs: a JSON object, or None when not given."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise BenchUsageError(
+            f"--chat-template-kwargs must be JSON ({error}), got {raw!r}"
+        ) from None
+    if not isinstance(value, dict):
+        raise BenchUsageError(
+            f'--chat-template-kwargs must be a JSON object such as {{"enable_thinking": false}}, '
+            f"got {raw!r}"
+        )
+    return value
+
+
 def _scoped(pairs: Sequence[str], option: str, envs: Sequence[str]) -> dict[str | None, dict]:
     """`[ENV:]KEY=VALUE` pairs by env (None: every env)."""
     scoped: dict[str | None, dict[str, Any]] = {}
@@ -193,6 +211,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         device=args.device,
         dtype=args.dtype,
         max_prompt_tokens=args.max_prompt_tokens,
+        chat_template_kwargs=_template_options(args.chat_template_kwargs),
         concurrency=args.concurrency,
         timeout=args.timeout,
         retries=args.retries,
@@ -412,6 +431,12 @@ def add_commands(commands: Any) -> None:
     hf.add_argument("--device", default=ModelOptions.device, help="auto, cpu, cuda, cuda:1 ...")
     hf.add_argument("--dtype", default=ModelOptions.dtype, help="auto, bfloat16, float16 ...")
     hf.add_argument("--max-prompt-tokens", type=int, default=ModelOptions.max_prompt_tokens)
+    hf.add_argument(
+        "--chat-template-kwargs",
+        default=None,
+        metavar="JSON",
+        help="options of the chat template, e.g. '{\"enable_thinking\": false}' for Qwen3",
+    )
     endpoint = bench.add_argument_group("openai: teams")
     endpoint.add_argument(
         "--concurrency",

@@ -155,9 +155,15 @@ def load_policy(name: str, agent: str | None, options: ModelOptions) -> tuple[An
         ) from None
     model.to(device)
     policy = LLMPolicy(
-        model, tokenizer, adapter=adapter_name, max_prompt_tokens=options.max_prompt_tokens
+        model,
+        tokenizer,
+        adapter=adapter_name,
+        max_prompt_tokens=options.max_prompt_tokens,
+        chat_template_kwargs=options.chat_template_kwargs,
     )
     source["max_prompt_tokens"] = options.max_prompt_tokens
+    if options.chat_template_kwargs:
+        source["chat_template_kwargs"] = dict(options.chat_template_kwargs)
     return policy, source
 
 

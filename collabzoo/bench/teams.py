@@ -49,6 +49,8 @@ class ModelOptions:
     """hf: torch dtype name, or "auto" (the checkpoint's)."""
     max_prompt_tokens: int = 4096
     """hf: prompts longer than this keep their last tokens (game histories grow long)."""
+    chat_template_kwargs: dict[str, Any] | None = None
+    """hf: options of the chat template, e.g. {"enable_thinking": False} for Qwen3."""
     concurrency: int = 8
     """openai: requests in flight per endpoint, and episodes played at once."""
     timeout: float = 120.0
