@@ -3,6 +3,7 @@ trains, resume is exact (critics and their optimizers included), and any Paralle
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import statistics
@@ -21,14 +22,11 @@ from collabzoo.algos import (  # noqa: E402
     IPPOConfig,
     IPPOTrainer,
     LLMPolicy,
-    MAGRPOConfig,
-    MAGRPOTrainer,
-    MAREINFORCEConfig,
-    MAREINFORCETrainer,
     lora_team,
     tiny_causal_lm,
 )
 from collabzoo.algos.rollout_tree import expanded_nodes  # noqa: E402
+from tests.conftest import REPOSITORY  # noqa: E402
 from tests.test_learners import EvenStart, parameters, team  # noqa: E402
 
 FROM_SCRATCH = {  # byte-level models trained from scratch on TinyCoop
@@ -364,70 +362,28 @@ def test_actor_critic_learners_train_on_a_third_party_env(
 
 
 # ----- the long-horizon comparison ----------------------------------------------------------------
-LONG_HORIZON_BUDGET = 6000
-"""Environment steps per run (equal for every learner)."""
-CURVE_EVERY = 1500
-
-
-def long_horizon_run(name: str, seed: int) -> list[float]:
-    """Eval mean return on TinyCoop H=4 with the sparse end-of-episode reward, at 0 and after
-    every CURVE_EVERY environment steps."""
-
-    def make_env():
-        return collabzoo.make("tinycoop", horizon=4, sparse=True)
-
-    common = {k: v for k, v in FROM_SCRATCH.items() if "learning_rate" not in k}
-    common.update(seed=seed, discount=1.0, output_dir="unused")
-    if name in ("mareinforce", "magrpo"):  # a tree of branching 2 over 4 turns: 30 steps
-        common.update(agent_learning_rate=1e-2, rollout_buffer_size=4, num_generations=2)
-        config = (
-            MAGRPOConfig(**common)
-            if name == "magrpo"
-            else MAREINFORCEConfig(advantage_mode="rloo", **common)
-        )
-        trainer_class = MAGRPOTrainer if name == "magrpo" else MAREINFORCETrainer
-    else:  # 4 branches of 4 turns: 16 steps per episode
-        common.update(
-            actor_learning_rate=1e-2,
-            critic_learning_rate=1e-2,
-            rollout_buffer_size=8,
-            num_generations=4,
-        )
-        config_class, trainer_class = {
-            "iac": (IACConfig, IACTrainer),
-            "cc": (CentralCriticConfig, CentralCriticTrainer),
-        }[name]
-        config = config_class(**common)
-    torch.manual_seed(seed)
-    policies = {
-        a: LLMPolicy(*tiny_causal_lm(seed=10 * seed + i)) for i, a in enumerate(("alpha", "beta"))
-    }
-    trainer = trainer_class(make_env, policies, config)
-    curve = [trainer.evaluate(32)["mean_return"]]
-    while trainer.rollout.env_steps < LONG_HORIZON_BUDGET:
-        trainer.train_step()
-        if trainer.rollout.env_steps >= CURVE_EVERY * len(curve):
-            curve.append(trainer.evaluate(32)["mean_return"])
-    return curve
+def long_horizon_benchmark():
+    """`benchmarks/long_horizon.py` (not a package): the runner this test shares with it."""
+    path = REPOSITORY / "benchmarks" / "long_horizon.py"
+    spec = importlib.util.spec_from_file_location("long_horizon", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_long_horizon_sparse_comparison_at_equal_environment_steps(capsys) -> None:
     """Reports each learner's learning curve (mean over seeds) and final returns; asserts only
     what is robust: every learner learns, and CC is not worse than IAC by more than the seeds'
     noise. Whether CC is the most sample-efficient here is a result to read, not to force."""
+    benchmark = long_horizon_benchmark()
     seeds = (0, 1)
     curves = {
-        name: [long_horizon_run(name, seed) for seed in seeds]
+        name: [benchmark.run(name, seed) for seed in seeds]
         for name in ("mareinforce", "magrpo", "iac", "cc")
     }
     with capsys.disabled():
-        steps = ", ".join(str(CURVE_EVERY * i) for i in range(len(curves["cc"][0])))
-        print(f"\nTinyCoop H=4, sparse reward, eval mean return at env steps {steps}:")
-        for name, runs in curves.items():
-            mean_curve = [statistics.mean(points) for points in zip(*runs, strict=True)]
-            finals = ", ".join(f"{run[-1]:.3f}" for run in runs)
-            points = " ".join(f"{v:.3f}" for v in mean_curve)
-            print(f"  {name:<12} {points}  (finals: {finals})")
+        print("\nTinyCoop H=4, sparse reward, eval mean return at env steps:")
+        print(benchmark.table(curves, benchmark.EVERY))
     for name, runs in curves.items():
         for run in runs:
             assert run[-1] > run[0] + 0.1, (name, runs)

@@ -54,6 +54,22 @@ def test_the_warp_equals_transformers_warpers(sampling: Sampling) -> None:
         assert torch.allclose(ours[kept], expected[kept], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("sampling", SETTINGS[4:], ids=["k", "pk"])
+def test_ties_at_the_top_k_boundary_keep_what_transformers_keeps(sampling: Sampling) -> None:
+    """bf16 logits tie often: top-k then keeps every token equal to the k-th value."""
+    generator = torch.Generator().manual_seed(1)
+    logits = (torch.randn(64, 300, generator=generator) * 3).to(torch.bfloat16).float()
+    logits[:, :8] = logits[:, :1]  # eight tokens tied with the first, in every row
+    logits[:, :1] += 5.0
+    logits[:, 1:8] += 3.0  # seven tied tokens straddle the top-k boundary of k = 3 and 5
+    expected = transformers_log_probs(logits, sampling)
+    ours = torch.log_softmax(sampling_logits(logits, sampling), -1)
+    kept = torch.isfinite(expected)
+    assert torch.equal(torch.isfinite(ours), kept)
+    assert (kept.sum(-1) > sampling.top_k).any(), "the ties are kept beyond k"
+    assert torch.allclose(ours[kept], expected[kept], atol=1e-5, rtol=0)
+
+
 def left_padded(policy: LLMPolicy, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), policy.pad_id)
@@ -176,3 +192,24 @@ def test_mlp_policies_sample_and_score_the_same_distribution() -> None:
     with torch.no_grad():
         scored = policy.score([observation] * len(seen), [[a] for a in seen], sampling=sampling)
     assert scored.log_probs[:, 0].tolist() == pytest.approx(log_p[seen].tolist(), abs=1e-5)
+
+
+def test_evaluation_may_keep_the_models_extras_training_may_not(tmp_path) -> None:
+    """`collabzoo bench` samples hub models as the reference evaluates them, with their
+    generation_config extras; a learner switches that off (and says so)."""
+    import collabzoo
+    from collabzoo.algos import MAGRPOConfig, MAGRPOTrainer
+
+    model, tokenizer = tiny_causal_lm(seed=4)
+    model.generation_config.repetition_penalty = 1.8
+    policy = LLMPolicy(model, tokenizer, keep_generation_config=True)
+    with policy.plain_generation_config():
+        assert model.generation_config.repetition_penalty == 1.8
+    assert policy.copy().keep_generation_config
+    config = MAGRPOConfig(output_dir=str(tmp_path), tensorboard=False, progress=False)
+    with pytest.warns(UserWarning, match="switched off for training"):
+        MAGRPOTrainer(lambda: collabzoo.make("tinycoop"), policy, config)
+    assert not policy.keep_generation_config
+    with policy.plain_generation_config():
+        assert model.generation_config.repetition_penalty is None
+    assert model.generation_config.repetition_penalty == 1.8

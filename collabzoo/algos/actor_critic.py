@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from collabzoo.algos.advantages import STD_FLOOR
 from collabzoo.algos.critics import Critic, build_critic
 from collabzoo.algos.learner import Learner, LearnerConfig, update_group
 from collabzoo.algos.policy import LLMPolicy
@@ -51,8 +52,6 @@ from collabzoo.algos.update_groups import UpdateGroup
 TEAM = "team"
 """The name of the centralized critic."""
 CRITIC_TYPES = ("v", "q")
-ADVANTAGE_STD_FLOOR = 1e-6
-"""The reference's clamp of the update's advantage std."""
 
 
 @dataclass
@@ -467,7 +466,7 @@ class ActorCriticLearner(Learner):
         mean = _mean([s.advantage for s in samples])
         std = math.sqrt(_mean([(s.advantage - mean) ** 2 for s in samples]))
         for s in samples:  # the reference's population std, clamped
-            s.advantage = (s.advantage - mean) / max(std, ADVANTAGE_STD_FLOOR)
+            s.advantage = (s.advantage - mean) / max(std, STD_FLOOR)
 
     # ----- the update ---------------------------------------------------------------------------
     def _batches(self, count: int) -> list[list[int]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -209,6 +210,14 @@ class Learner:
         options, and float32 master weights computed in the model's own lower precision."""
         if self.args.chat_template_kwargs is not None:
             policy.chat_template_kwargs = dict(self.args.chat_template_kwargs)
+        if getattr(policy, "keep_generation_config", False):
+            warnings.warn(
+                "keep_generation_config=True is switched off for training: the model's "
+                "generation_config extras (repetition penalty, min-p, ...) would make the "
+                "sampled distribution differ from the one every loss scores",
+                stacklevel=3,
+            )
+            policy.keep_generation_config = False
         policy.keep_float32_masters()
 
     def policy_name(self, policy: LLMPolicy) -> str:

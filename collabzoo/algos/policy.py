@@ -11,7 +11,7 @@ What a learner can rely on:
 - `score(..., sampling=s)` gives the log-probabilities of the distribution `generate(..., s)`
   sampled from (temperature, top-k, top-p; see `sampling`); the model's `generation_config`
   extras (repetition penalty, min-p, ...) are switched off while sampling, so nothing else
-  shapes that distribution.
+  shapes that distribution (`keep_generation_config=True` keeps them, for evaluation only).
 - A completion ends at the first of the model's stop tokens (every id of its
   `generation_config.eos_token_id` and the tokenizer's eos), and that token is part of it.
 - With `compute_dtype` (bf16 for a model loaded in bf16, once `keep_float32_masters` made its
@@ -54,8 +54,8 @@ class Scored:
     prompt_hidden: torch.Tensor | None = None
     """[batch, hidden]: the last layer's state at the prompt's last token (when asked)."""
     outside_kept: int = 0
-    """Scored tokens that this pass's top-k / top-p would have cut (near-ties; see
-    `sampling.sampling_logits`): kept, and counted here so drift is visible."""
+    """Scored tokens that this pass's top-k / top-p would have cut (see
+    `sampling.token_log_probs`): kept, and counted here so drift is visible."""
 
 
 @dataclass
@@ -103,6 +103,7 @@ class LLMPolicy:
         share_prompts: bool = True,
         chat_template_kwargs: dict[str, Any] | None = None,
         compute_dtype: torch.dtype | None = None,
+        keep_generation_config: bool = False,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -114,6 +115,10 @@ class LLMPolicy:
         """Extra options of the chat template (`{"enable_thinking": False}` for Qwen3)."""
         self.compute_dtype = compute_dtype
         """Autocast dtype of every forward pass (None: the weights' own dtype)."""
+        self.keep_generation_config = keep_generation_config
+        """Sample with the extras of the model's `generation_config` (a repetition penalty,
+        min-p, ...) as `generate` applies them by default, the way hub models are evaluated.
+        `score` does not reproduce them, so the learners switch this off."""
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.eos_id = self.stop_ids[0] if self.stop_ids else None
         self.pad_id = tokenizer.pad_token_id
@@ -146,6 +151,7 @@ class LLMPolicy:
             share_prompts=self.share_prompts,
             chat_template_kwargs=self.chat_template_kwargs,
             compute_dtype=self.compute_dtype,
+            keep_generation_config=self.keep_generation_config,
         )
 
     # ----- what training changes ------------------------------------------------------------------
@@ -321,7 +327,7 @@ class LLMPolicy:
             "max_new_tokens": sampling.max_new_tokens,
             "do_sample": sampling.do_sample,
             "pad_token_id": self.pad_id,
-            "eos_token_id": list(self.stop_ids),
+            "eos_token_id": list(self.stop_ids) or None,
         }
         if sampling.do_sample:
             options.update(
@@ -339,6 +345,9 @@ class LLMPolicy:
         the model's config, so replacing it is the only complete way to switch them off."""
         from transformers import GenerationConfig
 
+        if self.keep_generation_config:
+            yield
+            return
         target = generation_model(self.model)
         original = getattr(target, "generation_config", None)
         plain = GenerationConfig(
@@ -379,10 +388,8 @@ class LLMPolicy:
         completions = []
         for ids, row in zip(encoded, output[:, width:].tolist(), strict=True):
             end = next((j for j, token in enumerate(row) if token in stops), None)
-            if end is not None:
+            if end is not None:  # generate pads only after a stop token
                 row = row[: end + 1]  # the stop token is part of the action
-            elif self.pad_id in row:
-                row = row[: row.index(self.pad_id)]
             completions.append(Completion(self.decode(row), list(ids), row))
         return completions
 

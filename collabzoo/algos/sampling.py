@@ -57,25 +57,40 @@ class Sampling:
 def kept_tokens(scaled: torch.Tensor, sampling: Sampling) -> torch.Tensor | None:
     """The boolean mask [..., V] of tokens that top-k and then top-p keep, computed on the
     temperature-scaled logits (float32), or None when nothing is cut. Not differentiable: the
-    kept set is a property of the logits, the probabilities over it are what gradients see."""
+    kept set is a property of the logits, the probabilities over it are what gradients see.
+
+    With top-k the nucleus is found among the k values `topk` returns already sorted, instead
+    of sorting the whole vocabulary (151,936 tokens for Qwen2.5); a tie at the k-th value
+    (top-k then keeps more than k) takes the full sort, which is exact in every case."""
     if not sampling.truncates:
         return None
     with torch.no_grad():
         scores = scaled.detach()
         vocab = scores.size(-1)
-        removed = torch.zeros(scores.shape, dtype=torch.bool, device=scores.device)
         if sampling.top_k:
             k = min(sampling.top_k, vocab)
-            kth = torch.topk(scores, k, dim=-1).values[..., -1:]
-            removed = scores < kth
+            top_values, top_indices = torch.topk(scores, k, dim=-1)  # descending
+            removed = scores < top_values[..., -1:]
+            if sampling.top_p >= 1.0:
+                return ~removed
+            if bool(((~removed).sum(-1) == k).all()):  # no tie at the boundary
+                cut = _nucleus_cut(top_values.flip(-1), sampling.top_p).flip(-1)
+                return ~(removed | torch.zeros_like(removed).scatter(-1, top_indices, cut))
             scores = scores.masked_fill(removed, -math.inf)
-        if sampling.top_p < 1.0:
-            ascending, order = torch.sort(scores, dim=-1, descending=False)
-            cumulative = ascending.softmax(-1).cumsum(-1)
-            cut = cumulative <= (1.0 - sampling.top_p)
-            cut[..., -1] = False  # the most likely token is always kept
-            removed = removed | torch.zeros_like(cut).scatter(-1, order, cut)
-        return ~removed
+        else:
+            removed = torch.zeros(scores.shape, dtype=torch.bool, device=scores.device)
+        ascending, order = torch.sort(scores, dim=-1, descending=False)
+        cut = _nucleus_cut(ascending, sampling.top_p)
+        return ~(removed | torch.zeros_like(cut).scatter(-1, order, cut))
+
+
+def _nucleus_cut(ascending: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Which of these ascending logits top-p removes: those whose cumulative probability,
+    counted from the least likely, stays <= 1 - p; the most likely is always kept."""
+    cumulative = ascending.softmax(-1).cumsum(-1)
+    cut = cumulative <= (1.0 - top_p)
+    cut[..., -1] = False
+    return cut
 
 
 def sampling_logits(logits: torch.Tensor, sampling: Sampling | None) -> torch.Tensor:

@@ -160,8 +160,10 @@ def load_policy(name: str, agent: str | None, options: ModelOptions) -> tuple[An
         adapter=adapter_name,
         max_prompt_tokens=options.max_prompt_tokens,
         chat_template_kwargs=options.chat_template_kwargs,
+        keep_generation_config=True,  # evaluate as the reference does: the model's extras too
     )
     source["max_prompt_tokens"] = options.max_prompt_tokens
+    source["generation_config"] = "the model's own extras apply (repetition penalty, min-p...)"
     if options.chat_template_kwargs:
         source["chat_template_kwargs"] = dict(options.chat_template_kwargs)
     return policy, source
