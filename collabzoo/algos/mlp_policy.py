@@ -109,6 +109,8 @@ class MLPPolicy(LLMPolicy):
         self.share_prompts = False
         self.compute_dtype = None
         self.truncated_prompts = 0
+        self.chat_template_kwargs: dict[str, Any] = {}
+        self.keep_generation_config = False
 
     @property
     def device(self) -> torch.device:

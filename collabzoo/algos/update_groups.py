@@ -52,7 +52,8 @@ class UpdateGroup:
 
     def step(self) -> float | None:
         """Clip this group's gradient norm and step; None (and no step) if the norm is not
-        finite. Returns the norm before clipping."""
+        finite. Returns the norm before clipping. The gradients are freed either way, so they
+        do not sit in memory while the other groups (and the next rollout) run."""
         if self.max_grad_norm is None:
             norms = [p.grad.norm() for p in self.parameters if p.grad is not None]
             norm = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
@@ -62,6 +63,7 @@ class UpdateGroup:
             self.skip()
             return None
         self.optimizer.step()
+        self.zero_grad()
         return float(norm)
 
     def state_dict(self) -> dict[str, Any]:
