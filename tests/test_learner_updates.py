@@ -206,7 +206,8 @@ def test_loss_passes_train_and_every_other_pass_evaluates(learner, tmp_path) -> 
         policies = lora_team(model, tokenizer, ["alpha", "beta"], rank=4, dropout=0.1)
         config = MAGRPOConfig(output_dir=str(tmp_path), reference_kl_enabled=True, **SMALL)
         trainer = MAGRPOTrainer(tinycoop(), policies, config)
-        models = [policies["alpha"].model]
+        peft_model = policies["alpha"].model  # generate runs the base model's forward
+        models = [peft_model, peft_model.get_base_model()]
     else:
         config = IPPOConfig(output_dir=str(tmp_path), ppo_epochs=2, **SMALL)
         trainer = IPPOTrainer(tinycoop(2), team(), config)
