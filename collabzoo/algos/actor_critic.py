@@ -562,11 +562,11 @@ class ActorCriticLearner(Learner):
                 self._record_old_log_probs(samples)
         stats: dict[str, list[float]] = {}
         skipped = steps = 0
+        for group in self.groups.values():  # every step below frees its group's gradients
+            group.zero_grad()
         for _ in range(self.epochs):
             batches = {key: self._batches(len(items)) for key, items in lists.items()}
             for step in range(max((len(b) for b in batches.values()), default=0)):
-                for group in self.groups.values():
-                    group.zero_grad()
                 failed: set[str] = set()
                 touched: set[str] = set()
                 for (kind, name), items in lists.items():
@@ -592,11 +592,7 @@ class ActorCriticLearner(Learner):
                 for name, group in self.groups.items():
                     if name not in touched:
                         continue
-                    if name in failed:
-                        group.skip()
-                        norm = None
-                    else:
-                        norm = group.step()
+                    norm = group.step(loss_finite=name not in failed)
                     if norm is None:
                         skipped += 1
                         continue

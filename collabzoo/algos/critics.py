@@ -93,15 +93,7 @@ def build_critic(
         adapter = f"critic_{name}"
         if adapter not in model.peft_config:
             model.add_adapter(adapter, copy.deepcopy(model.peft_config[actor.adapter]))
-        policy = LLMPolicy(
-            model,
-            actor.tokenizer,
-            adapter=adapter,
-            max_prompt_tokens=actor.max_prompt_tokens,
-            chat_template_kwargs=actor.chat_template_kwargs,
-            compute_dtype=actor.compute_dtype,
-        )
-        shares = False
+        policy, shares = actor.alike(model, adapter), False
     else:
         policy, shares = actor.copy(), False
     head = ValueHead(policy.hidden_size, head_hidden_dim)

@@ -144,9 +144,14 @@ class LLMPolicy:
 
     def copy(self) -> LLMPolicy:
         """The same policy on a deep copy of the model (a separate critic, a frozen reference)."""
+        return self.alike(copy.deepcopy(self.model))
+
+    def alike(self, model: Any, adapter: str | None = None) -> LLMPolicy:
+        """A policy with this one's tokenizer and settings on `model` (and `adapter`)."""
         return LLMPolicy(
-            copy.deepcopy(self.model),
+            model,
             self.tokenizer,
+            adapter=adapter,
             max_prompt_tokens=self.max_prompt_tokens,
             share_prompts=self.share_prompts,
             chat_template_kwargs=self.chat_template_kwargs,

@@ -96,21 +96,26 @@ def _nucleus_cut(ascending: torch.Tensor, top_p: float) -> torch.Tensor:
 def sampling_logits(logits: torch.Tensor, sampling: Sampling | None) -> torch.Tensor:
     """Float32 logits of the sampling distribution, the tokens it cuts at -inf (`sampling=None`:
     the raw distribution at temperature 1)."""
-    scaled = _scaled(logits, sampling)
-    kept = kept_tokens(scaled, sampling) if sampling is not None else None
-    return scaled if kept is None else scaled.masked_fill(~kept, -math.inf)
+    _, _, warped = _warp(logits, sampling)
+    return warped
 
 
-def _scaled(logits: torch.Tensor, sampling: Sampling | None) -> torch.Tensor:
+def _warp(
+    logits: torch.Tensor, sampling: Sampling | None
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """(logits / T in float32, the kept mask or None, those logits with cut tokens at -inf)."""
     scaled = logits.float()
     if sampling is None:
-        return scaled
+        return scaled, None, scaled
     if not sampling.do_sample:
         raise ValueError(
             "do_sample=False is greedy decoding: a deterministic policy, whose log-probability "
             "is not defined; score with the sampling settings that generated, or sampling=None"
         )
-    return scaled / sampling.temperature if sampling.temperature != 1.0 else scaled
+    if sampling.temperature != 1.0:
+        scaled = scaled / sampling.temperature
+    kept = kept_tokens(scaled, sampling)
+    return scaled, kept, scaled if kept is None else scaled.masked_fill(~kept, -math.inf)
 
 
 def token_log_probs(
@@ -130,10 +135,8 @@ def token_log_probs(
     kernels, batching or precision) resolves the other way; after optimizer steps (PPO's later
     epochs) the policy has moved and a sampled token may have left its kept set. `outside`
     counts both. The entropy is the kept set's."""
-    scaled = _scaled(logits, sampling)
+    scaled, kept, warped = _warp(logits, sampling)
     chosen = scaled.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    kept = kept_tokens(scaled, sampling) if sampling is not None else None
-    warped = scaled if kept is None else scaled.masked_fill(~kept, -math.inf)
     normaliser = warped.logsumexp(-1)
     outside = None
     if kept is not None:

@@ -170,9 +170,7 @@ class TreeLearner(Learner):
             agents = [a for a in self.agents if self.policies[a] is policy and batch.get(a)]
             with policy.mode(train=True):
                 finite = all(self._policy_loss(agent, batch[agent], metrics) for agent in agents)
-            if not finite:
-                group.skip()
-            norm = group.step() if finite else None  # None: a non-finite gradient, skipped
+            norm = group.step(loss_finite=finite)
             if norm is None:
                 skipped += 1
                 metrics[f"skipped/{name}"] = 1.0

@@ -11,6 +11,7 @@ policy (an agent, agents sharing one model, a LoRA adapter, a critic) is an `Upd
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -50,15 +51,16 @@ class UpdateGroup:
         self.zero_grad()
         self.skipped += 1
 
-    def step(self) -> float | None:
-        """Clip this group's gradient norm and step; None (and no step) if the norm is not
-        finite. Returns the norm before clipping. The gradients are freed either way, so they
-        do not sit in memory while the other groups (and the next rollout) run."""
-        if self.max_grad_norm is None:
-            norms = [p.grad.norm() for p in self.parameters if p.grad is not None]
-            norm = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
-        else:
-            norm = torch.nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm)
+    def step(self, *, loss_finite: bool = True) -> float | None:
+        """Clip this group's gradient norm and step; None (and no step) after a non-finite
+        loss or if the norm is not finite. Returns the norm before clipping. The gradients are
+        freed either way, so they do not sit in memory while the other groups (and the next
+        rollout) run."""
+        if not loss_finite:
+            self.skip()
+            return None
+        limit = math.inf if self.max_grad_norm is None else self.max_grad_norm
+        norm = torch.nn.utils.clip_grad_norm_(self.parameters, limit)
         if not torch.isfinite(norm):
             self.skip()
             return None
