@@ -13,14 +13,59 @@ import os
 import socket
 import struct
 import time
-from typing import Any
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from collabzoo.sandbox.image import ensure_image
-from collabzoo.sandbox.pool import PooledSandbox, Worker, WorkerBroken
+from collabzoo.sandbox.pool import LineBuffer, PooledSandbox, Worker, WorkerBroken
+
+T = TypeVar("T")
 
 LABEL = "collabzoo.sandbox"
 OWNER_LABEL = "collabzoo.sandbox.owner"
 READY_SECONDS = 60.0
+SEND_SECONDS = 30.0
+API_SECONDS = 30.0
+"""Per call to the Docker daemon: a busy daemon costs a bounded wait, then a retry."""
+ATTEMPTS = 3
+RUNTIMES = (None, "runc", "runsc")
+
+
+class DaemonError(RuntimeError):
+    """The Docker daemon did not do what was asked, after retries where a retry is safe."""
+
+
+def _transient(error: BaseException) -> bool:
+    """Worth retrying: the daemon was unreachable, slow, or failed on its side (5xx)."""
+    import docker.errors
+    import requests
+
+    if isinstance(error, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
+        return True
+    if isinstance(error, docker.errors.APIError):
+        return error.is_server_error()
+    return isinstance(error, (WorkerBroken, ConnectionError, TimeoutError))
+
+
+def _retry(call: Callable[[], T], what: str, attempts: int = ATTEMPTS) -> T:
+    """`call()`, retried with backoff while the daemon is unreachable, slow or failing; then a
+    DaemonError that says what could not be done and why."""
+    delay = 0.5
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except Exception as error:
+            if not _transient(error):
+                raise
+            if attempt == attempts:
+                raise DaemonError(
+                    f"could not {what} after {attempts} attempts: {type(error).__name__}: "
+                    f"{str(error)[:300]}"
+                ) from error
+        time.sleep(delay)
+        delay *= 2
+    raise AssertionError("unreachable")
 
 
 def _owner() -> str:
@@ -51,25 +96,35 @@ def remove_stale_containers(client: Any) -> int:
 
 class DockerWorker(Worker):
     def __init__(self, client: Any, image: str, options: dict[str, Any]) -> None:
-        self.container = client.containers.create(image, **options)
+        self.client = client
+        self.container = None
+        self._socket: socket.socket | None = None
+        self._attached: Any = None
+        self._frames = bytearray()
+        self._lines = LineBuffer()
         try:
-            attached = client.api.attach_socket(
+            self.container = client.containers.create(image, **options)
+            self._attached = client.api.attach_socket(
                 self.container.id, params={"stdin": 1, "stdout": 1, "stream": 1}
             )
-            self._socket: socket.socket = attached._sock
-            self._attached = attached
+            self._socket = self._attached._sock
             self.container.start()
-            self._frames = b""
-            self._buffer = b""
             self.info = self.hello(time.monotonic() + READY_SECONDS)
+            check_isolation(self.info)
         except BaseException:
             self.close()
             raise
 
     def send(self, data: bytes) -> None:
-        self._socket.sendall(data)
+        assert self._socket is not None
+        self._socket.settimeout(SEND_SECONDS)
+        try:
+            self._socket.sendall(data)
+        except TimeoutError:
+            raise WorkerBroken("the executor did not take the job in time") from None
 
-    def _recv(self, deadline: float) -> bytes:
+    def _recv(self, deadline: float) -> None:
+        assert self._socket is not None
         left = deadline - time.monotonic()
         if left <= 0:
             raise WorkerBroken("the executor did not answer in time")
@@ -80,30 +135,52 @@ class DockerWorker(Worker):
             raise WorkerBroken("the executor did not answer in time") from None
         if not chunk:
             raise WorkerBroken("the container's executor exited")
-        return chunk
+        self._frames += chunk
 
     def read_line(self, deadline: float) -> bytes:
         # The attach stream is multiplexed: 8-byte headers (stream, 0, 0, 0, size) + payload.
-        while b"\n" not in self._buffer:
+        while (line := self._lines.line()) is None:
             while len(self._frames) < 8:
-                self._frames += self._recv(deadline)
+                self._recv(deadline)
             stream, size = struct.unpack(">BxxxL", self._frames[:8])
             while len(self._frames) < 8 + size:
-                self._frames += self._recv(deadline)
-            payload, self._frames = self._frames[8 : 8 + size], self._frames[8 + size :]
+                self._recv(deadline)
             if stream == 1:
-                self._buffer += payload
-        line, _, self._buffer = self._buffer.partition(b"\n")
+                self._lines.feed(self._frames[8 : 8 + size])
+            del self._frames[: 8 + size]
         return line
 
     def close(self) -> None:
-        for action in (lambda: self._attached.close(), lambda: self.container.remove(force=True)):
+        """Close the attach stream first (its socket too: a container still attached makes a
+        forced removal wait out the client's timeout), then remove the container."""
+        for action in (
+            lambda: self._socket.close(),
+            lambda: self._attached.close(),
+            lambda: _retry(lambda: self.container.remove(force=True), "remove", attempts=1),
+        ):
             with contextlib.suppress(Exception):
                 action()
 
 
+def check_isolation(info: dict[str, Any]) -> None:
+    """Refuse an executor that could not separate users (a runner could then damage it)."""
+    isolation = info.get("isolation") or {}
+    if isolation.get("users") != "separate":
+        raise RuntimeError(
+            "the sandbox container could not run programs as a separate user "
+            f"({isolation.get('users', 'no report')}); is the image current?"
+        )
+    if isolation.get("seccomp") != "active":
+        warnings.warn(
+            f"collabzoo sandbox: the extra seccomp filter is {isolation.get('seccomp')}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
 class DockerSandbox(PooledSandbox):
-    """A pool of hardened containers. Limits are options with safe defaults."""
+    """A pool of hardened containers. Limits are options with safe defaults; `runtime="runsc"`
+    runs them under gVisor, a second wall between the program and the host's kernel."""
 
     kind = "docker"
 
@@ -117,14 +194,27 @@ class DockerSandbox(PooledSandbox):
         cpus: float = 1.0,
         scratch_mb: int = 64,
         max_file_mb: int = 16,
+        runtime: str | None = None,
         client: Any = None,
     ) -> None:
         import docker
 
-        self.client = client or docker.from_env(timeout=120)
-        self.client.ping()
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {RUNTIMES}, got {runtime!r}")
+        self.client = client or docker.from_env(timeout=API_SECONDS)
+        _retry(self.client.ping, "reach the Docker daemon")
+        if runtime is not None:
+            known = _retry(self.client.info, "read the daemon's runtimes").get("Runtimes", {})
+            if runtime not in known:
+                raise RuntimeError(
+                    f"the Docker daemon has no {runtime!r} runtime (it has {sorted(known)}); "
+                    "install gVisor (Debian: apt-get install runsc) and register it in the "
+                    'daemon\'s daemon.json: {"runtimes": {"runsc": {"path": "/usr/bin/runsc", '
+                    '"runtimeArgs": ["--network=none"]}}}'
+                )
+        self.runtime = runtime
         self.image = image or ensure_image(self.client)
-        remove_stale_containers(self.client)
+        _retry(lambda: remove_stale_containers(self.client), "remove stale containers")
         self.options = {
             "command": ["python3", "-u", "/opt/collabzoo/executor.py", "container"],
             "stdin_open": True,
@@ -136,13 +226,18 @@ class DockerSandbox(PooledSandbox):
             "memswap_limit": f"{memory_mb}m",
             "pids_limit": pids,
             "nano_cpus": int(cpus * 1e9),
+            # Root only to split users at once: the executor keeps CAP_KILL, its zygote
+            # SETUID/SETGID, and every program runs as nobody with none (see confinement.py).
+            "user": "0:0",
             "cap_drop": ["ALL"],
+            "cap_add": ["KILL", "SETUID", "SETGID"],
             "security_opt": ["no-new-privileges"],
-            "user": "65534:65534",
             "hostname": "sandbox",
             "environment": {"PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"},
             "labels": {LABEL: "1", OWNER_LABEL: _owner()},
         }
+        if runtime is not None:
+            self.options["runtime"] = runtime
         limits = {
             "RLIMIT_AS": (memory_mb * 3 // 4) << 20,
             "RLIMIT_FSIZE": max_file_mb << 20,
@@ -151,4 +246,6 @@ class DockerSandbox(PooledSandbox):
         super().__init__(size or os.cpu_count() or 1, limits)
 
     def _start_worker(self) -> Worker:
-        return DockerWorker(self.client, self.image, self.options)
+        return _retry(
+            lambda: DockerWorker(self.client, self.image, self.options), "start a container"
+        )

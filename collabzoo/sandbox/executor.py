@@ -23,6 +23,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import ctypes
+import importlib.util
 import json
 import os
 import resource
@@ -30,6 +31,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -37,93 +39,200 @@ import time
 import traceback
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "container"
-MAX_MESSAGE = 64 << 20
+MAX_MESSAGE = 32 << 20
+"""Bytes of one message between executor and runner (a program, a call, a returned value)."""
+MAX_ELEMENTS = 2_000_000
+"""Values (scalars and containers) in one message: a one-million-element list fits."""
 MAX_DEPTH = 200
+MAX_SHARED_HASH = 64
+"""Elements of one set or dict that may share a hash: more is a hash-collision attack, whose
+insertions would run quadratic in C code that no timer can interrupt."""
+SMALL_INT = 1 << 63
+INT_DIGITS = 100_000
+"""Python's limit on int-to-decimal conversion, raised from 4,300 so that correct big answers
+pass; ints cross between processes in hex, which is linear and unlimited."""
+ERROR_LIMIT = 2000
+"""Characters of one error message (the rest is cut, and the cut is said)."""
+SPAWN_SECONDS = 5.0
+JANITOR_SECONDS = 3.0
 SAFE_MODULES_DENY = {"antigravity", "this", "idlelib", "turtledemo", "tkinter", "turtle"}
 BUILTIN_NAMES = frozenset(dir(builtins)) - {"__name__", "__builtins__"}
 
 
+def _load_confinement():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confinement.py")
+    spec = importlib.util.spec_from_file_location("collabzoo_confinement", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+confinement = _load_confinement()
+
+
+def cap(text: str, limit: int = ERROR_LIMIT) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"... [{len(text) - limit} more characters cut]"
+
+
 # ----- plain-data encoding (the only thing that crosses from runner to executor) -------------
-def encode(value, depth=0):
-    """Tagged JSON for plain data; raises TypeError for anything else."""
-    if depth > MAX_DEPTH:
-        raise TypeError("value nested too deeply")
+# JSON with tags: None, bool, str, float and ints below 2**63 are themselves, a list is a JSON
+# array, and everything else is a one-key object: {"i": hex} (big int), {"t"|"s"|"fs": [...]}
+# (tuple, set, frozenset), {"d": [[k, v], ...]}, {"b": hex} (bytes), {"c": [re, im]}.
+def _small(value) -> bool:
     kind = type(value)
-    if value is None or kind is bool or kind is str:
+    return (
+        value is None
+        or kind is str
+        or kind is float
+        or kind is bool
+        or (kind is int and -SMALL_INT <= value < SMALL_INT)
+    )
+
+
+def _count(count: list, n: int, error: type) -> None:
+    count[0] += n
+    if count[0] > MAX_ELEMENTS:
+        raise error(f"value has more than {MAX_ELEMENTS:,} elements")
+
+
+def encode(value, depth: int = 0, count: list | None = None):
+    """Tagged JSON for plain data; raises TypeError for anything else."""
+    count = [0] if count is None else count
+    if depth > MAX_DEPTH:
+        raise TypeError(f"value nested more than {MAX_DEPTH} deep")
+    _count(count, 1, TypeError)
+    kind = type(value)
+    if _small(value):
         return value
     if kind is int:
-        return {"i": str(value)}
-    if kind is float:
-        return {"f": repr(value)}
+        return {"i": hex(value)}
+    if kind is list:
+        if all(map(_small, value)):  # the common case, without a call per element
+            _count(count, len(value), TypeError)
+            return value
+        return [encode(v, depth + 1, count) for v in value]
     if kind is complex:
-        return {"c": [repr(value.real), repr(value.imag)]}
+        return {"c": [value.real, value.imag]}
     if kind is bytes:
         return {"b": value.hex()}
-    if kind in (list, tuple, set, frozenset):
-        tag = {list: "l", tuple: "t", set: "s", frozenset: "fs"}[kind]
-        return {tag: [encode(v, depth + 1) for v in value]}
+    if kind in (tuple, set, frozenset):
+        tag = {tuple: "t", set: "s", frozenset: "fs"}[kind]
+        return {tag: encode(list(value), depth, count)}
     if kind is dict:
-        return {"d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+        return {"d": [[encode(k, depth + 1, count), encode(v, depth + 1, count)]
+                      for k, v in value.items()]}  # fmt: skip
     raise TypeError(
         f"returned a {kind.__name__} object; only plain data (None, bool, int, float, complex, "
         "str, bytes, list, tuple, dict, set, frozenset) can be checked"
     )
 
 
-def decode(data, depth=0):
+def _json_scalar(value) -> bool:
+    kind = type(value)
+    return kind is not list and kind is not dict
+
+
+def _hashed(items: list, kind: str) -> list:
+    """`items`, after refusing a hash-collision attack (see MAX_SHARED_HASH)."""
+    shared: dict = {}
+    for item in items:  # a Python loop: the test's timer can interrupt it
+        try:
+            h = hash(item)
+        except TypeError as error:
+            raise ValueError(f"an element of a {kind} is not hashable: {error}") from None
+        shared[h] = shared.get(h, 0) + 1
+        if shared[h] > MAX_SHARED_HASH:
+            raise ValueError(f"more than {MAX_SHARED_HASH} elements of one {kind} share a hash")
+    return items
+
+
+def decode(data, depth: int = 0, count: list | None = None):
+    count = [0] if count is None else count
     if depth > MAX_DEPTH:
-        raise ValueError("value nested too deeply")
-    if data is None or isinstance(data, (bool, str)):
+        raise ValueError(f"value nested more than {MAX_DEPTH} deep")
+    _count(count, 1, ValueError)
+    kind = type(data)
+    if data is None or kind in (bool, str, float, int):
         return data
-    if not isinstance(data, dict) or len(data) != 1:
+    if kind is list:
+        if all(map(_json_scalar, data)):
+            _count(count, len(data), ValueError)
+            return data
+        return [decode(v, depth + 1, count) for v in data]
+    if kind is not dict or len(data) != 1:
         raise ValueError("malformed value")
     ((tag, body),) = data.items()
-    if tag == "i":
-        return int(body)
-    if tag == "f":
-        return float(body)
-    if tag == "c":
+    if tag == "i" and type(body) is str:
+        return int(body, 16)
+    if tag == "c" and type(body) is list and len(body) == 2:
         return complex(float(body[0]), float(body[1]))
-    if tag == "b":
+    if tag == "b" and type(body) is str:
         return bytes.fromhex(body)
-    if tag in ("l", "t", "s", "fs"):
-        items = [decode(v, depth + 1) for v in body]
-        return {"l": list, "t": tuple, "s": set, "fs": frozenset}[tag](items)
-    if tag == "d":
-        return {decode(k, depth + 1): decode(v, depth + 1) for k, v in body}
-    raise ValueError(f"unknown tag {tag!r}")
+    if tag in ("t", "s", "fs") and type(body) is list:
+        items = decode(body, depth, count)
+        if tag == "t":
+            return tuple(items)
+        made = set()
+        for item in _hashed(items, "set"):
+            made.add(item)
+        return made if tag == "s" else frozenset(made)
+    if tag == "d" and type(body) is list:
+        pairs = [decode(pair, depth + 1, count) for pair in body]
+        if not all(type(p) is list and len(p) == 2 for p in pairs):
+            raise ValueError("malformed dict")
+        _hashed([key for key, _ in pairs], "dict")
+        made = {}
+        for key, value in pairs:
+            made[key] = value
+        return made
+    raise ValueError(f"malformed value (tag {cap(repr(tag), 40)})")
 
 
 def describe(error: BaseException) -> str:
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    try:
+        text = str(error)
+    except BaseException:  # a program's exception whose __str__ fails
+        text = "<unprintable>"
+    return cap(f"{type(error).__name__}: {text}" if text else type(error).__name__)
 
 
 # ----- framed messages over a socket ---------------------------------------------------------
+class MessageTooLarge(ValueError):
+    pass
+
+
 def send_msg(sock: socket.socket, obj) -> None:
     data = json.dumps(obj, ensure_ascii=True).encode()
+    if len(data) > MAX_MESSAGE:
+        raise MessageTooLarge(
+            f"a message of {len(data) / 2**20:.1f} MB; the limit is {MAX_MESSAGE >> 20} MB"
+        )
     sock.sendall(struct.pack("!I", len(data)) + data)
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
-    chunks, got = [], 0
+    buffer, got = bytearray(n), 0
+    view = memoryview(buffer)
     while got < n:
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([sock], [], [], left)[0]:
                 raise TimeoutError("timed out")
-        chunk = sock.recv(min(n - got, 1 << 20))
-        if not chunk:
+        size = sock.recv_into(view[got:], min(n - got, 1 << 20))
+        if not size:
             raise EOFError("the program's process ended")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+        got += size
+    return bytes(buffer)
 
 
 def recv_msg(sock: socket.socket, deadline: float | None = None):
     (size,) = struct.unpack("!I", _recv_exact(sock, 4, deadline))
     if size > MAX_MESSAGE:
-        raise ValueError("message too large")
+        raise MessageTooLarge(
+            f"a message of {size / 2**20:.1f} MB; the limit is {MAX_MESSAGE >> 20} MB"
+        )
     return json.loads(_recv_exact(sock, size, deadline))
 
 
@@ -132,17 +241,18 @@ def libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def runner_main(conn: socket.socket, workdir: str, limits: dict) -> None:
-    """Runs in a process forked from the zygote; never returns."""
+def runner_main(conn: socket.socket, outputs: list[int], request: dict) -> None:
+    """Runs in a process forked from the zygote; never returns. A setup step that fails is
+    reported to the executor as a sandbox error, never skipped in silence."""
+    problems = []
     try:
         os.setsid()
+        os.dup2(outputs[0], 1)
+        os.dup2(outputs[1], 2)
+        for fd in outputs:
+            os.close(fd)
+        workdir = request["workdir"]
         os.chdir(workdir)
-        out = os.open("stdout.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        err = os.open("stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(out, 1)
-        os.dup2(err, 2)
-        os.close(out)
-        os.close(err)
         if MODE == "process":
             try:  # a network namespace with no interfaces, where the kernel lets us
                 clone_newnet, clone_newuser = 0x40000000, 0x10000000
@@ -150,27 +260,43 @@ def runner_main(conn: socket.socket, workdir: str, limits: dict) -> None:
                 libc().unshare(flags)
             except Exception:
                 pass
-        for name, value in limits.items():
+        else:
+            try:
+                confinement.become(confinement.RUNNER_UID)
+            except Exception as error:
+                problems.append(f"could not switch to the runner user: {describe(error)}")
+        for name, value in request["limits"].items():
             which = getattr(resource, name)
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(which, (value, value))
+            if resource.getrlimit(which) != (value, value):
+                problems.append(f"{name} is {resource.getrlimit(which)}, not {value}")
         os.environ.clear()
         os.environ.update(
-            {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8"}
+            {
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "HOME": workdir,
+                "TMPDIR": workdir,
+                "LANG": "C.UTF-8",
+            }
         )
         sys.stdout = open(1, "w", closefd=False, buffering=1)  # noqa: SIM115 - process-long
         sys.stderr = open(2, "w", closefd=False, buffering=1)  # noqa: SIM115
         sys.stdin = open(os.devnull)  # noqa: SIM115
         sys.setrecursionlimit(10000)
-        serve_program(conn)
+        sys.set_int_max_str_digits(INT_DIGITS)
+        serve_program(conn, problems)
     except BaseException:
         pass
     finally:
         os._exit(0)
 
 
-def serve_program(conn: socket.socket) -> None:
+def serve_program(conn: socket.socket, problems: list[str]) -> None:
     request = recv_msg(conn)
+    if problems:
+        send_msg(conn, {"ok": False, "sandbox_error": cap("; ".join(problems))})
+        return
     namespace = {"__name__": "solution", "__builtins__": builtins}
     try:
         code = compile(request["program"], "<program>", "exec")
@@ -179,6 +305,7 @@ def serve_program(conn: socket.socket) -> None:
         send_msg(conn, {"ok": False, "error": describe(error)})
         return
     names, modules, values = [], {}, {}
+    count = [0]
     for name, value in list(namespace.items()):
         if name.startswith("__"):
             continue
@@ -188,18 +315,67 @@ def serve_program(conn: socket.socket) -> None:
             modules[name] = getattr(value, "__name__", "")
         else:
             with contextlib.suppress(TypeError):
-                values[name] = encode(value)
-    send_msg(conn, {"ok": True, "functions": names, "modules": modules, "values": values})
+                values[name] = encode(value, count=count)
+    try:
+        send_msg(conn, {"ok": True, "functions": names, "modules": modules, "values": values})
+    except MessageTooLarge:  # the program's globals are too big to carry: offer its functions
+        send_msg(conn, {"ok": True, "functions": names, "modules": modules, "values": {}})
     while True:
         call = recv_msg(conn)
         try:
             args = [decode(a) for a in call["args"]]
             kwargs = {k: decode(v) for k, v in call["kwargs"]}
             result = namespace[call["name"]](*args, **kwargs)
-            reply = {"ok": True, "value": encode(result), "args": [encode(a) for a in args]}
+            reply = {
+                "ok": True,
+                "value": encode(result),
+                # in-place changes to list, dict and set arguments travel back
+                "args": [encode(a) if type(a) in (list, dict, set) else None for a in args],
+            }
+            send_msg(conn, reply)
+            continue
         except BaseException as error:
             reply = {"ok": False, "error": describe(error)}
         send_msg(conn, reply)
+
+
+def _removable(root: str, uid: int) -> list[tuple[str, bool]]:
+    """Entries under `root` owned by `uid`, children before their folder; (path, is folder)."""
+    found, stack = [], [(root, False)]
+    while stack:
+        path, listed = stack.pop()
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        folder = stat.S_ISDIR(info.st_mode)
+        owned = info.st_uid == uid and path != root
+        if folder and not listed:
+            if owned:
+                with contextlib.suppress(OSError):
+                    os.chmod(path, 0o700)
+            stack.append((path, True))
+            with contextlib.suppress(OSError):
+                stack.extend((os.path.join(path, n), False) for n in os.listdir(path))
+        elif owned:
+            found.append((path, folder))
+    return found
+
+
+def janitor_main(conn: socket.socket, request: dict) -> None:
+    """As the runner user, remove whatever runners left in the scratch space; never returns."""
+    try:
+        confinement.become(confinement.RUNNER_UID)
+        removed = 0
+        for path, folder in _removable(request["root"], os.getuid()):
+            with contextlib.suppress(OSError):
+                (os.rmdir if folder else os.unlink)(path)
+                removed += 1
+        send_msg(conn, {"removed": removed})
+    except BaseException:
+        pass
+    finally:
+        os._exit(0)
 
 
 # ----- the zygote: a clean process that forks runners ----------------------------------------
@@ -207,7 +383,8 @@ def zygote_main(control: socket.socket) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runners are reaped automatically
     while True:
         try:
-            request = recv_msg(control)
+            data, fds, _, _ = socket.recv_fds(control, 1 << 16, 2)
+            request = json.loads(data)
         except Exception:
             os._exit(0)
         ours, theirs = socket.socketpair()
@@ -215,15 +392,24 @@ def zygote_main(control: socket.socket) -> None:
         if pid == 0:
             control.close()
             ours.close()
-            runner_main(theirs, request["workdir"], request["limits"])
+            if request.get("kind") == "janitor":
+                janitor_main(theirs, request)
+            runner_main(theirs, fds, request)
+        for fd in fds:
+            os.close(fd)
         theirs.close()
         socket.send_fds(control, [struct.pack("!i", pid)], [ours.fileno()])
         ours.close()
 
 
+class SandboxFailure(Exception):
+    """The sandbox itself failed (not the program): the job's result says so, and the worker is
+    replaced."""
+
+
 class Zygote:
     def __init__(self) -> None:
-        ours, theirs = socket.socketpair()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
         if self.pid == 0:
             try:
@@ -239,13 +425,22 @@ class Zygote:
                 os._exit(0)
         theirs.close()
         self.control = ours
+        self.control.settimeout(SPAWN_SECONDS)
 
-    def spawn(self, workdir: str, limits: dict) -> tuple[int, socket.socket]:
-        send_msg(self.control, {"workdir": workdir, "limits": limits})
-        data, fds, _, _ = socket.recv_fds(self.control, 4, 1)
-        if len(data) != 4 or len(fds) != 1:
-            raise EOFError("the zygote stopped answering")
-        return struct.unpack("!i", data)[0], socket.socket(fileno=fds[0])
+    def spawn(self, request: dict, fds: tuple[int, ...] = ()) -> tuple[int, socket.socket]:
+        """Fork a runner (or janitor). Bounded by SPAWN_SECONDS; the test timer is held off
+        meanwhile, so that it cannot cut the exchange in half and desynchronise the zygote."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        try:
+            socket.send_fds(self.control, [json.dumps(request).encode()], list(fds))
+            data, got, _, _ = socket.recv_fds(self.control, 4, 1)
+        except OSError as error:  # TimeoutError included
+            raise SandboxFailure(f"the zygote did not fork: {describe(error)}") from None
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
+        if len(data) != 4 or len(got) != 1:
+            raise SandboxFailure("the zygote stopped answering")
+        return struct.unpack("!i", data)[0], socket.socket(fileno=got[0])
 
 
 # ----- the executor: runs jobs, evaluates the tests itself -----------------------------------
@@ -253,13 +448,38 @@ class ProgramFailed(Exception):
     pass
 
 
+def _kill(pid: int, group: bool = False) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+
+
+def _wait_gone(pid: int, seconds: float) -> None:
+    """SIGKILL is asynchronous: wait (briefly) until `pid` is reaped, so that the stray-process
+    scan after the job does not mistake it for a leftover."""
+    give_up = time.monotonic() + seconds
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < give_up:
+        with contextlib.suppress(ChildProcessError):  # orphaned: now our zombie to reap
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.0005)
+
+
 class Runner:
     """One loaded program in one runner process."""
 
-    def __init__(self, zygote: Zygote, job: dict, workdir: str, deadline: float) -> None:
-        self.pid, self.conn = zygote.spawn(workdir, job["limits"])
-        send_msg(self.conn, {"program": job["program"]})
+    def __init__(self, zygote: Zygote, job: dict, outputs: tuple[int, int], deadline: float):
+        request = {"kind": "runner", "workdir": job["workdir"], "limits": job["limits"]}
+        self.pid, self.conn = zygote.spawn(request, outputs)
+        left = max(deadline - time.monotonic(), 0.001)
+        self.conn.settimeout(left)  # the program is sent in time, or not at all
+        try:
+            send_msg(self.conn, {"program": job["program"]})
+        except OSError:
+            raise TimeoutError("the runner did not take the program in time") from None
+        finally:
+            self.conn.settimeout(None)
         self.info = recv_msg(self.conn, deadline)
+        if self.info.get("sandbox_error"):
+            raise SandboxFailure(f"the runner could not start: {self.info['sandbox_error']}")
 
     def call(self, name: str, args: tuple, kwargs: dict, deadline: float):
         send_msg(
@@ -272,8 +492,10 @@ class Runner:
         )
         reply = recv_msg(self.conn, deadline)
         if not reply.get("ok"):
-            raise ProgramFailed(str(reply.get("error")))
+            raise ProgramFailed(cap(str(reply.get("error"))))
         for original, changed in zip(args, reply.get("args", []), strict=False):
+            if changed is None:
+                continue
             changed = decode(changed)
             if type(original) is list and type(changed) is list:
                 original[:] = changed
@@ -283,17 +505,10 @@ class Runner:
         return decode(reply["value"])
 
     def kill(self) -> None:
-        for target in (lambda: os.killpg(self.pid, signal.SIGKILL), lambda: os.kill(self.pid, 9)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                target()
+        _kill(self.pid, group=True)
+        _kill(self.pid)
         self.conn.close()
-        # SIGKILL is asynchronous: wait (briefly) until the zygote has reaped the runner, so
-        # that the stray-process scan after the job does not mistake it for a leftover.
-        give_up = time.monotonic() + 1.0
-        while os.path.exists(f"/proc/{self.pid}") and time.monotonic() < give_up:
-            with contextlib.suppress(ChildProcessError):  # orphaned: now our zombie to reap
-                os.waitpid(self.pid, os.WNOHANG)
-            time.sleep(0.0005)
+        _wait_gone(self.pid, 1.0)
 
 
 class Proxy:
@@ -315,17 +530,17 @@ class TestTimeout(BaseException):
 
 
 class JobState:
-    def __init__(self, zygote: Zygote, job: dict, workdir: str) -> None:
-        self.zygote, self.job, self.workdir = zygote, job, workdir
+    def __init__(self, zygote: Zygote, job: dict, outputs: tuple[int, int]) -> None:
+        self.zygote, self.job, self.outputs = zygote, job, outputs
         self.runner: Runner | None = None
         self.deadline = 0.0
 
     def load(self) -> Runner:
         if self.runner is None:
-            runner = Runner(self.zygote, self.job, self.workdir, self.deadline)
+            runner = Runner(self.zygote, self.job, self.outputs, self.deadline)
             self.runner = runner
             if not runner.info.get("ok"):
-                raise ProgramFailed(str(runner.info.get("error")))
+                raise ProgramFailed(cap(str(runner.info.get("error"))))
         return self.runner
 
     def drop_runner(self) -> None:
@@ -352,7 +567,7 @@ def _alarm(signum, frame):
 def test_namespace(state: JobState, info: dict) -> dict:
     namespace = {"__name__": "__test__", "__builtins__": builtins}
     for alias, module in info.get("modules", {}).items():
-        root = module.split(".")[0]
+        root = str(module).split(".")[0]
         if root in sys.stdlib_module_names and root not in SAFE_MODULES_DENY:
             with contextlib.suppress(Exception):
                 namespace[alias] = __import__(module, fromlist=["_"])
@@ -383,27 +598,42 @@ def read_output(path: str, limit: int) -> str:
         os.close(fd)
 
 
-def run_job(zygote: Zygote, job: dict) -> dict:
+def _timed(seconds: float) -> None:
+    """Arm the test timer a little after the socket deadline it backs up."""
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001) + 0.25)
+
+
+def run_job(zygote: Zygote, job: dict, private: str) -> dict:
+    """Load the program once, then run each test under its own timer, inside the job's budget.
+    Everything the executor does for a test (building its namespace, decoding values) runs
+    under that test's timer."""
     started = time.monotonic()
     tests = job["tests"]
+    timeout = float(job["timeout"])
+    budget = float(job.get("job_timeout") or timeout * (job["max_timeouts"] + 1))
+    end = started + budget
     passed = [False] * len(tests)
     result = {"error": None, "failed_test": None, "load_error": None, "timed_out": False}
-    workdir = tempfile.mkdtemp(prefix="job-", dir=job.get("scratch"))
-    os.chmod(workdir, 0o700)
-    state = JobState(zygote, job, workdir)
-    timeout = float(job["timeout"])
+    workdir = tempfile.mkdtemp(prefix="job-", dir=job["scratch"])
+    os.chmod(workdir, 0o1777 if MODE == "container" else 0o700)  # runners are another user
+    job["workdir"] = workdir
+    paths = [os.path.join(private, name) for name in ("stdout", "stderr")]
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    outputs = tuple(os.open(path, flags, 0o600) for path in paths)
+    state = JobState(zygote, job, outputs)
     timeouts = 0
     signal.signal(signal.SIGALRM, _alarm)
     try:
-        state.deadline = time.monotonic() + timeout
+        left = min(timeout, end - time.monotonic())
+        state.deadline = time.monotonic() + left
         try:
-            signal.setitimer(signal.ITIMER_REAL, timeout + 0.5)
+            _timed(left)
             info = state.load().info
         except (TestTimeout, TimeoutError):
             state.drop_runner()
             result.update(
                 timed_out=True,
-                load_error=f"TimeoutError: the program did not finish loading within {timeout:g} s",
+                load_error=f"TimeoutError: the program did not finish loading within {left:g} s",
             )
             info = None
         except (ProgramFailed, EOFError, OSError, ValueError) as error:
@@ -414,52 +644,55 @@ def run_job(zygote: Zygote, job: dict) -> dict:
             info = None
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        if info is not None:
-            for index, test in enumerate(tests):
-                if timeouts >= job["max_timeouts"]:
-                    break
-                namespace = test_namespace(state, info)
-                state.deadline = time.monotonic() + timeout
-                try:
-                    signal.setitimer(signal.ITIMER_REAL, timeout + 0.5)
-                    exec(compile(test, f"<test {index}>", "exec"), namespace)
-                    passed[index] = True
-                    continue
-                except TestTimeout:
-                    state.drop_runner()
-                    timeouts += 1
-                    result["timed_out"] = True
-                    failure = f"TimeoutError: test {index} took longer than {timeout:g} s"
-                except ProgramFailed as error:
-                    failure = str(error)
-                except BaseException as error:
-                    failure = describe(error)
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
+        for index, test in enumerate(tests if info is not None else ()):
+            if timeouts >= job["max_timeouts"]:
+                break
+            left = min(timeout, end - time.monotonic())
+            if left <= 0:
+                result["timed_out"] = True
+                failure = f"TimeoutError: the job's {budget:g} s ran out before test {index}"
                 if result["error"] is None:
                     result.update(error=failure, failed_test=index)
+                break
+            state.deadline = time.monotonic() + left
+            try:
+                _timed(left)
+                namespace = test_namespace(state, info)
+                exec(compile(test, f"<test {index}>", "exec"), namespace)
+                passed[index] = True
+                continue
+            except TestTimeout:
+                state.drop_runner()
+                timeouts += 1
+                result["timed_out"] = True
+                if left < timeout:
+                    failure = f"TimeoutError: the job's {budget:g} s ran out during test {index}"
+                else:
+                    failure = f"TimeoutError: test {index} took longer than {timeout:g} s"
+            except ProgramFailed as error:
+                failure = str(error)
+            except BaseException as error:
+                failure = describe(error)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            if result["error"] is None:
+                result.update(error=failure, failed_test=index)
         if result["error"] is None and result["load_error"]:
             result["error"] = result["load_error"]
         limit = int(job.get("output_limit", 4096))
-        result["stdout"] = read_output(os.path.join(workdir, "stdout.txt"), limit)
-        result["stderr"] = read_output(os.path.join(workdir, "stderr.txt"), limit)
+        result["stdout"] = read_output(paths[0], limit)
+        result["stderr"] = read_output(paths[1], limit)
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         state.drop_runner()
-        shutil.rmtree(workdir, ignore_errors=True)
+        for fd in outputs:
+            os.close(fd)
     result["passed"] = passed
     result["duration"] = time.monotonic() - started
     return result
 
 
-def _parent_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return int(stat[stat.rindex(b")") + 2 :].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
+# ----- after each job: clean what is cheap to clean, and check everything else ----------------
 def strays(zygote: Zygote) -> list[int]:
     """Processes left by jobs. The executor is a child subreaper (and PID 1 in a container), so
     every orphaned descendant becomes its child: kill those. In a container, anything at all
@@ -475,41 +708,89 @@ def strays(zygote: Zygote) -> list[int]:
     return found
 
 
-def clean_up(zygote: Zygote, scratch: str) -> bool:
-    """Kill stray processes (and, in a container, remove stray files); True if any."""
-    dirty = False
-    for _ in range(100):
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat_line = f.read()
+        return int(stat_line[stat_line.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def kill_strays(zygote: Zygote) -> bool:
+    """Kill every stray process; False if some would not die."""
+    for _ in range(200):
         found = strays(zygote)
         if not found:
-            break
-        dirty = True
+            return True
         for pid in found:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        try:
+            _kill(pid)
+        with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
-        except ChildProcessError:
-            pass
         time.sleep(0.005)
-    else:
-        return True
-    if MODE != "container":
-        return dirty
-    for root in (scratch, "/dev/shm"):
-        try:
-            entries = os.listdir(root)
-        except OSError:
+    return False
+
+
+def _wipe(root: str, keep: set[str]) -> list[str]:
+    """Remove what we can under `root` (but not `keep`); the names still there."""
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if path in keep:
             continue
-        for name in entries:
-            dirty = True
-            path = os.path.join(root, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-    return dirty
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    return [n for n in os.listdir(root) if os.path.join(root, n) not in keep]
+
+
+def clean_files(zygote: Zygote, scratch: str, keep: set[str]) -> list[str]:
+    """Empty the scratch space; files a runner left where the executor may not delete them (its
+    own folders, in a container) go to a janitor running as the runner user. Returns what is
+    still there."""
+    left = _wipe(scratch, keep)
+    if left and MODE == "container":
+        pid, conn = zygote.spawn({"kind": "janitor", "root": scratch})
+        try:
+            recv_msg(conn, time.monotonic() + JANITOR_SECONDS)
+        except (TimeoutError, EOFError, OSError, ValueError):
+            pass
+        finally:
+            _kill(pid)
+            conn.close()
+            _wait_gone(pid, 1.0)
+        left = _wipe(scratch, keep)
+    return left
+
+
+def ipc_objects() -> list[str]:
+    """System V IPC objects and POSIX message queues in this IPC namespace (the seccomp filter
+    stops their creation; this is the second check)."""
+    found = []
+    for kind in ("shm", "sem", "msg"):
+        with contextlib.suppress(OSError), open(f"/proc/sysvipc/{kind}") as f:
+            found += [f"{kind} {line.split()[1]}" for line in f.readlines()[1:] if line.strip()]
+    with contextlib.suppress(OSError):
+        found += [f"mqueue {name}" for name in os.listdir("/dev/mqueue")]
+    return found
+
+
+def after_job(zygote: Zygote, scratch: str, keep: set[str], start: dict) -> list[str]:
+    """Why the worker must be replaced after this job (empty: it is as it started)."""
+    reasons = []
+    if not kill_strays(zygote):
+        reasons.append("processes that would not die")
+    left = clean_files(zygote, scratch, keep)
+    if left:
+        reasons.append(f"files that could not be removed: {cap(', '.join(left), 200)}")
+    if MODE == "container":
+        reasons += [f"IPC object {name}" for name in ipc_objects()[:5]]
+    for who, pid in (("executor", os.getpid()), ("zygote", zygote.pid)):
+        reasons += [f"the {who}'s {what} changed" for what in confinement.changed_vitals(
+            start[who], pid)]  # fmt: skip
+    return reasons
 
 
 def harden_executor() -> None:
@@ -523,15 +804,36 @@ def harden_executor() -> None:
         pass
 
 
+def confine() -> tuple[Zygote, dict]:
+    """Install the seccomp filter, fork the zygote, and (in a container) split users: the zygote
+    stays root to make runners, the executor keeps only CAP_KILL."""
+    harden_executor()  # inherited by the zygote
+    isolation = {"seccomp": confinement.install_filter()}
+    if MODE == "container" and os.getuid() != 0:
+        isolation["users"] = "shared: the executor must start as root to separate users"
+    zygote = Zygote()
+    if MODE == "container" and os.getuid() == 0:
+        try:
+            confinement.become(confinement.EXECUTOR_UID, keep=(confinement.CAP_KILL,))
+            isolation["users"] = "separate"
+            isolation["runner_uid"] = confinement.RUNNER_UID
+        except Exception as error:
+            isolation["users"] = f"shared: {describe(error)}"
+    harden_executor()  # after the user switch, which resets the dumpable flag
+    return zygote, isolation
+
+
 def main() -> None:
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    harden_executor()
+    sys.set_int_max_str_digits(INT_DIGITS)
+    zygote, isolation = confine()
     scratch = tempfile.mkdtemp(prefix="collabzoo-") if MODE == "process" else "/tmp"
-    zygote = Zygote()
+    private = tempfile.mkdtemp(prefix=".executor-", dir=scratch)  # 0700: ours alone
+    start = {"executor": confinement.vitals(os.getpid()), "zygote": confinement.vitals(zygote.pid)}
 
     def reply(obj) -> None:
         data = (json.dumps(obj, ensure_ascii=True) + "\n").encode()
@@ -539,44 +841,50 @@ def main() -> None:
         while view:
             view = view[os.write(proto_out, view) :]
 
-    reply({"ready": True, "mode": MODE, "pid": os.getpid(), "python": sys.version.split()[0]})
+    reply(
+        {
+            "ready": True,
+            "mode": MODE,
+            "pid": os.getpid(),
+            "python": sys.version.split()[0],
+            "isolation": isolation,
+        }
+    )
     for line in proto_in:
         try:
             job = json.loads(line)
         except ValueError as error:
-            reply({"fatal": f"bad job line: {error}"})
+            reply({"fatal": f"bad job line: {cap(str(error), 200)}"})
             continue
         job["scratch"] = scratch
         try:
-            result = run_job(zygote, job)
+            result = run_job(zygote, job, private)
+            reasons = []
+        except SandboxFailure as error:
+            result = {
+                "passed": [False] * len(job.get("tests", [])),
+                "error": f"SandboxError: {error}",
+            }
+            reasons = [str(error)]
         except BaseException:
             result = {
                 "passed": [False] * len(job.get("tests", [])),
                 "error": "SandboxError: " + traceback.format_exc(limit=3)[-500:],
-                "dirty": True,
             }
-        try:
+            reasons = ["the executor failed"]
+        with contextlib.suppress(ChildProcessError):
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
-        except ChildProcessError:
-            pass
-        zygote_alive = True
         try:
-            os.kill(zygote.pid, 0)
-            zygote_alive = os.waitpid(zygote.pid, os.WNOHANG)[0] == 0
-        except (ProcessLookupError, ChildProcessError):
-            zygote_alive = False
-        stray = clean_up(zygote, scratch)
-        result["dirty"] = (
-            stray
-            or result.get("dirty", False)
-            or result.get("timed_out", False)
-            or not zygote_alive
-        )
+            reasons += after_job(zygote, scratch, {private}, start)
+        except BaseException as error:
+            reasons.append(f"the clean-up failed: {describe(error)}")
+        result["error"] = cap(result["error"]) if result.get("error") else result.get("error")
+        result["dirty"] = reasons
         result["id"] = job.get("id")
         reply(result)
-        if not zygote_alive:
-            break  # runners would now come from a process that has seen jobs: stop
+        if reasons:
+            break  # a worker that is not as it started serves no further job
     if MODE == "process":
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 EXECUTOR = Path(__file__).with_name("executor.py")
+FILES = (EXECUTOR, Path(__file__).with_name("confinement.py"))
+"""What the image holds of ours: the executor and the module it loads beside it."""
 IMAGE_REPOSITORY = "collabzoo-sandbox"
 DEFAULT_BASE = "python:3.11-slim"
 OFFLINE_BASE = "collabzoo-sandbox-base:bookworm"
@@ -27,7 +29,7 @@ OFFLINE_BASE_RECIPE = (
 DOCKERFILE = """\
 ARG BASE
 FROM ${BASE}
-COPY executor.py /opt/collabzoo/executor.py
+COPY executor.py confinement.py /opt/collabzoo/
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 LANG=C.UTF-8
 USER 65534:65534
 WORKDIR /tmp
@@ -36,8 +38,8 @@ CMD ["python3", "-u", "/opt/collabzoo/executor.py", "container"]
 
 
 def image_tag() -> str:
-    digest = hashlib.sha256(DOCKERFILE.encode() + EXECUTOR.read_bytes()).hexdigest()[:12]
-    return f"{IMAGE_REPOSITORY}:{digest}"
+    digest = hashlib.sha256(DOCKERFILE.encode() + b"".join(f.read_bytes() for f in FILES))
+    return f"{IMAGE_REPOSITORY}:{digest.hexdigest()[:12]}"
 
 
 def _context() -> io.BytesIO:
@@ -45,7 +47,7 @@ def _context() -> io.BytesIO:
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, data in (
             ("Dockerfile", DOCKERFILE.encode()),
-            ("executor.py", EXECUTOR.read_bytes()),
+            *((f.name, f.read_bytes()) for f in FILES),
         ):
             info = tarfile.TarInfo(name)
             info.size = len(data)

@@ -8,6 +8,7 @@ replaced before it serves again.
 from __future__ import annotations
 
 import json
+import math
 import queue
 import threading
 import time
@@ -18,10 +19,46 @@ from typing import Any
 from collabzoo.sandbox.result import OUTPUT_LIMIT, ExecResult, Job
 
 GRACE_SECONDS = 5.0
+"""Beyond a job's budget: forking, loading, cleaning up; then the worker counts as hung."""
+MAX_REPLY = 1 << 20
+"""Bytes of one reply line from an executor (its outputs and errors are capped well below)."""
+TEXT_LIMIT = 4 * OUTPUT_LIMIT
 
 
 class WorkerBroken(Exception):
     """The executor stopped answering, or answered nonsense: the worker must be replaced."""
+
+
+class LineBuffer:
+    """Bytes in, lines out, in time linear in the bytes: each byte is scanned for a newline
+    once, and a line longer than MAX_REPLY breaks the worker instead of growing without end."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._scanned = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self._data += chunk
+
+    def line(self) -> bytes | None:
+        end = self._data.find(b"\n", self._scanned)
+        if end < 0:
+            self._scanned = len(self._data)
+            if self._scanned > MAX_REPLY:
+                raise WorkerBroken(f"the executor's reply passed {MAX_REPLY} bytes")
+            return None
+        line = bytes(self._data[:end])
+        del self._data[: end + 1]
+        self._scanned = 0
+        return line
+
+
+def _text(value: object) -> str | None:
+    """A reply's text field, capped (the executor caps it too: this is the second wall)."""
+    if value is None:
+        return None
+    text = str(value)
+    return text if len(text) <= TEXT_LIMIT else text[:TEXT_LIMIT] + "... [cut]"
 
 
 class Worker:
@@ -44,6 +81,7 @@ class Worker:
 
     def execute(self, job: Job, limits: dict[str, int]) -> tuple[ExecResult, bool]:
         """Run one job; returns (result, worker still healthy)."""
+        budget = job.budget
         request = {
             "id": 0,
             "program": job.program,
@@ -51,41 +89,43 @@ class Worker:
             "entry_point": job.entry_point,
             "timeout": job.timeout,
             "max_timeouts": job.max_timeouts,
+            "job_timeout": budget,
             "output_limit": OUTPUT_LIMIT,
-            "limits": {
-                **limits,
-                "RLIMIT_CPU": int(job.timeout * (len(job.tests) + 1)) + 1,
-            },
+            "limits": {**limits, "RLIMIT_CPU": math.ceil(budget) + 1},
         }
         started = time.monotonic()
-        deadline = started + job.timeout * (len(job.tests) + 1) + GRACE_SECONDS
+        deadline = started + budget + GRACE_SECONDS
         try:
             self.send((json.dumps(request, ensure_ascii=True) + "\n").encode())
             reply = json.loads(self.read_line(deadline))
             passed = tuple(bool(p) for p in reply["passed"])
             if len(passed) != len(job.tests):
                 raise WorkerBroken("the executor answered for the wrong number of tests")
+            dirty = [_text(reason) for reason in reply["dirty"]]
         except (WorkerBroken, OSError, ValueError, KeyError, TypeError) as error:
             return (
                 ExecResult(
                     passed=(False,) * len(job.tests),
-                    error=f"SandboxError: {error}",
+                    error=f"SandboxError: {_text(error)}",
                     timed_out=time.monotonic() >= deadline,
                     duration=time.monotonic() - started,
+                    details={"replaced": [f"SandboxError: {_text(error)}"]},
                 ),
                 False,
             )
+        failed = reply.get("failed_test")
         result = ExecResult(
             passed=passed,
-            error=reply.get("error"),
-            failed_test=reply.get("failed_test"),
-            load_error=reply.get("load_error"),
+            error=_text(reply.get("error")),
+            failed_test=failed if isinstance(failed, int) else None,
+            load_error=_text(reply.get("load_error")),
             timed_out=bool(reply.get("timed_out")),
-            stdout=str(reply.get("stdout", "")),
-            stderr=str(reply.get("stderr", "")),
+            stdout=_text(reply.get("stdout")) or "",
+            stderr=_text(reply.get("stderr")) or "",
             duration=time.monotonic() - started,
+            details={"replaced": dirty},
         )
-        return result, not reply.get("dirty", True)
+        return result, not dirty
 
 
 class PooledSandbox:
@@ -102,8 +142,19 @@ class PooledSandbox:
         self._lock = threading.Lock()
         self._closed = False
         self._threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="sandbox")
-        for worker in self._threads.map(lambda _: self._start_worker(), range(size)):
-            self._idle.put(worker)
+        started = list(self._threads.map(self._try_start, range(size)))
+        errors = [w for w in started if isinstance(w, Exception)]
+        if len(errors) == size:  # nothing works: say so now, not at the first job
+            self._threads.shutdown()
+            raise errors[0]
+        for worker in started:  # a slot that failed to start is started again on first use
+            self._idle.put(None if isinstance(worker, Exception) else worker)
+
+    def _try_start(self, _: int) -> Worker | Exception:
+        try:
+            return self._start_worker()
+        except Exception as error:
+            return error
 
     def _start_worker(self) -> Worker:
         raise NotImplementedError
@@ -116,9 +167,10 @@ class PooledSandbox:
         *,
         entry_point: str | None = None,
         max_timeouts: int = 3,
+        job_timeout: float | None = None,
     ) -> ExecResult:
         """Run `program`, then each test snippet on its own; see `Job`."""
-        job = Job(program, tuple(tests), entry_point, timeout, max_timeouts)
+        job = Job(program, tuple(tests), entry_point, timeout, max_timeouts, job_timeout)
         return self.run_many([job])[0]
 
     def run_many(self, jobs: Sequence[Job]) -> list[ExecResult]:

@@ -17,7 +17,7 @@ import sys
 import time
 
 from collabzoo.sandbox.image import EXECUTOR
-from collabzoo.sandbox.pool import PooledSandbox, Worker, WorkerBroken
+from collabzoo.sandbox.pool import LineBuffer, PooledSandbox, Worker, WorkerBroken
 
 READY_SECONDS = 30.0
 
@@ -32,7 +32,7 @@ class ProcessWorker(Worker):
             start_new_session=True,
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
         )
-        self._buffer = b""
+        self._lines = LineBuffer()
         self.info = self.hello(time.monotonic() + READY_SECONDS)
 
     def send(self, data: bytes) -> None:
@@ -43,15 +43,14 @@ class ProcessWorker(Worker):
     def read_line(self, deadline: float) -> bytes:
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
-        while b"\n" not in self._buffer:
+        while (line := self._lines.line()) is None:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 raise WorkerBroken("the executor did not answer in time")
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 raise WorkerBroken("the executor exited")
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
+            self._lines.feed(chunk)
         return line
 
     def close(self) -> None:

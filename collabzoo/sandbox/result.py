@@ -17,6 +17,9 @@ class Job:
     followed by `check(candidate)`) run after the program; `candidate` is bound to the program's
     `entry_point` function. Every test counts on its own and has its own `timeout` in seconds;
     after `max_timeouts` timed-out tests the remaining ones are not run and count as failed.
+    The whole job (loading the program and every test) has `job_timeout` seconds, by default
+    `timeout * (max_timeouts + 1)`: room for as many timed-out tests as are tolerated, plus one
+    timeout's worth for the rest. Tests not finished when it runs out count as failed.
     """
 
     program: str
@@ -24,6 +27,7 @@ class Job:
     entry_point: str | None = None
     timeout: float = DEFAULT_TEST_TIMEOUT
     max_timeouts: int = DEFAULT_MAX_TIMEOUTS
+    job_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.program, str):
@@ -34,6 +38,15 @@ class Job:
         object.__setattr__(self, "tests", tests)
         if not self.timeout > 0:
             raise ValueError(f"timeout must be positive seconds, got {self.timeout!r}")
+        if self.job_timeout is not None and not self.job_timeout > 0:
+            raise ValueError(f"job_timeout must be positive seconds, got {self.job_timeout!r}")
+
+    @property
+    def budget(self) -> float:
+        """Seconds the whole job may take (see `job_timeout`)."""
+        if self.job_timeout is not None:
+            return float(self.job_timeout)
+        return float(self.timeout) * (self.max_timeouts + 1)
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,8 @@ class ExecResult:
     stderr: str = ""
     duration: float = 0.0
     details: dict = field(default_factory=dict, compare=False)
+    """What the pool knows beyond the verdict; "replaced" lists why the worker that ran this job
+    was replaced afterwards (empty: it served on)."""
 
     @property
     def tests_passed(self) -> int:
