@@ -32,6 +32,7 @@ import ctypes
 import errno
 import os
 import platform
+import resource
 import struct
 
 RUNNER_UID = 65534  # nobody: every model-written program
@@ -228,16 +229,29 @@ def process_status(pid: int | str) -> dict:
 def vitals(pid: int) -> dict:
     """What a job must not be able to change about the executor or its zygote. The run state
     is separate: it is compared with "stopped", not with the start."""
-    with open(f"/proc/{pid}/limits") as f:
-        limits = f.read()
     param = os.sched_getparam(pid)
     return {
-        "limits": limits,
+        "limits": _limits(pid),
         "affinity": sorted(os.sched_getaffinity(pid)),
         "policy": os.sched_getscheduler(pid),
         "priority": param.sched_priority,
         "nice": os.getpriority(os.PRIO_PROCESS, pid),
     }
+
+
+def _limits(pid: int) -> str | list:
+    """/proc/PID/limits; where the kernel has none (gVisor), `prlimit` where permitted (our own
+    process), else a note that they cannot be read (compared equal, so not a false alarm)."""
+    try:
+        with open(f"/proc/{pid}/limits") as f:
+            return f.read()
+    except FileNotFoundError:
+        pass
+    names = sorted(n for n in dir(resource) if n.startswith("RLIMIT_"))
+    try:
+        return [(n, resource.prlimit(pid, getattr(resource, n))) for n in names]
+    except OSError:
+        return "unreadable here"
 
 
 def run_state(pid: int) -> str:

@@ -159,7 +159,7 @@ def decode(data, depth: int = 0, count: list | None = None):
     if kind is list:
         if all(map(_json_scalar, data)):
             _count(count, len(data), ValueError)
-            return data
+            return list(data)  # a copy: the caller may compare the message with the value
         return [decode(v, depth + 1, count) for v in data]
     if kind is not dict or len(data) != 1:
         raise ValueError("malformed value")
@@ -326,12 +326,11 @@ def serve_program(conn: socket.socket, problems: list[str]) -> None:
             args = [decode(a) for a in call["args"]]
             kwargs = {k: decode(v) for k, v in call["kwargs"]}
             result = namespace[call["name"]](*args, **kwargs)
-            reply = {
-                "ok": True,
-                "value": encode(result),
-                # in-place changes to list, dict and set arguments travel back
-                "args": [encode(a) if type(a) in (list, dict, set) else None for a in args],
-            }
+            changed = []  # in-place changes to list, dict and set arguments travel back
+            for arg, sent in zip(args, call["args"], strict=True):
+                now = encode(arg) if type(arg) in (list, dict, set) else None
+                changed.append(None if now == sent else now)
+            reply = {"ok": True, "value": encode(result), "args": changed}
             send_msg(conn, reply)
             continue
         except BaseException as error:
@@ -555,7 +554,7 @@ class JobState:
         except TimeoutError:
             self.drop_runner()
             raise TestTimeout() from None
-        except (EOFError, OSError, ValueError) as error:
+        except Exception as error:  # a dead, lying or oversized runner: never trusted again
             self.drop_runner()
             raise ProgramFailed(describe(error)) from None
 

@@ -13,7 +13,17 @@ from typing import Protocol
 from collabzoo.sandbox.result import ExecResult
 
 PROBE_PROGRAM = """\
-import os, socket
+import errno, os, socket
+
+def _root_read_only():
+    # A real write attempt: the kernel reports a read-only mount before any permission check
+    # (statvfs flags are not reported by every runtime, gVisor's among them).
+    try:
+        os.mkdir("/collabzoo-probe")
+    except OSError as error:
+        return error.errno == errno.EROFS
+    os.rmdir("/collabzoo-probe")
+    return False
 
 def facts():
     try:
@@ -21,14 +31,15 @@ def facts():
             pid1 = f.read().replace(b"\\0", b" ").decode("utf-8", "replace").strip()
     except OSError:
         pid1 = "<unreadable>"
-    try:
-        interfaces = sorted(name for _, name in socket.if_nameindex())
+    try:  # the kernel's own list (if_nameindex needs netlink, which the sandbox denies)
+        with open("/proc/net/dev") as f:
+            interfaces = sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
     except OSError:
-        interfaces = []
+        interfaces = ["<unreadable>"]  # fails the check: nothing proven
     return {
         "pid1": pid1,
         "hostname": socket.gethostname(),
-        "root_read_only": bool(os.statvfs("/").f_flag & os.ST_RDONLY),
+        "root_read_only": _root_read_only(),
         "interfaces": interfaces,
     }
 """
