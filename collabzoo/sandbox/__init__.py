@@ -37,7 +37,8 @@ def docker_available() -> tuple[bool, str]:
 def get_sandbox(kind: str = "auto", **limits: Any) -> PooledSandbox:
     """A sandbox pool. "docker": hardened containers; "process": local child processes with
     resource limits (weaker isolation); "auto": Docker wherever a daemon answers, else the
-    process backend with a loud warning. `limits` go to the backend (size, memory_mb, ...)."""
+    process backend with a loud warning. `limits` go to the backend (size, memory_mb, ...;
+    for Docker also `runtime="runsc"`: gVisor, a second wall)."""
     if kind not in KINDS:
         raise ValueError(f"sandbox kind must be one of {KINDS}, got {kind!r}")
     if kind == "auto":
@@ -56,6 +57,12 @@ def get_sandbox(kind: str = "auto", **limits: Any) -> PooledSandbox:
         from collabzoo.sandbox.docker import DockerSandbox
 
         return DockerSandbox(**limits)
+    if limits.get("runtime") is not None:  # never a silent step down from gVisor
+        raise ValueError(
+            f"runtime={limits['runtime']!r} needs the docker sandbox, and this one is "
+            f"{kind!r}" + ("" if kind == "process" else " (no Docker daemon answers)")
+        )
+    limits.pop("runtime", None)
     from collabzoo.sandbox.process import ProcessSandbox
 
     return ProcessSandbox(**limits)

@@ -13,6 +13,7 @@ import os
 import socket
 import struct
 import time
+import uuid
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -24,6 +25,7 @@ T = TypeVar("T")
 
 LABEL = "collabzoo.sandbox"
 OWNER_LABEL = "collabzoo.sandbox.owner"
+POOL_LABEL = "collabzoo.sandbox.pool"
 READY_SECONDS = 60.0
 SEND_SECONDS = 30.0
 API_SECONDS = 30.0
@@ -122,6 +124,8 @@ class DockerWorker(Worker):
             self._socket.sendall(data)
         except TimeoutError:
             raise WorkerBroken("the executor did not take the job in time") from None
+        except OSError as error:
+            raise WorkerBroken(f"the container's executor is gone ({error})") from None
 
     def _recv(self, deadline: float) -> None:
         assert self._socket is not None
@@ -213,6 +217,7 @@ class DockerSandbox(PooledSandbox):
                     '"runtimeArgs": ["--network=none"]}}}'
                 )
         self.runtime = runtime
+        self.pool_id = uuid.uuid4().hex
         self.image = image or ensure_image(self.client)
         _retry(lambda: remove_stale_containers(self.client), "remove stale containers")
         self.options = {
@@ -234,7 +239,9 @@ class DockerSandbox(PooledSandbox):
             "security_opt": ["no-new-privileges"],
             "hostname": "sandbox",
             "environment": {"PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"},
-            "labels": {LABEL: "1", OWNER_LABEL: _owner()},
+            "labels": {LABEL: "1", OWNER_LABEL: _owner(), POOL_LABEL: self.pool_id},
+            # the daemon removes a container once its executor exits (its stream closed)
+            "auto_remove": True,
         }
         if runtime is not None:
             self.options["runtime"] = runtime
@@ -244,6 +251,15 @@ class DockerSandbox(PooledSandbox):
             "RLIMIT_CORE": 0,
         }
         super().__init__(size or os.cpu_count() or 1, limits)
+
+    def _release(self) -> None:
+        """Remove every container of this pool still known to the daemon: one whose start
+        failed half-way (a timeout after `create`) is not held by any worker."""
+        with contextlib.suppress(Exception):
+            mine = {"label": f"{POOL_LABEL}={self.pool_id}"}
+            for container in self.client.containers.list(all=True, filters=mine):
+                with contextlib.suppress(Exception):
+                    container.remove(force=True)
 
     def _start_worker(self) -> Worker:
         return _retry(

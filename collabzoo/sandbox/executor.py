@@ -15,7 +15,8 @@ forked from a *zygote* taken before any job arrived, so their memory holds no te
 executor marks itself non-dumpable so a runner (same user) can neither ptrace it nor read its
 memory. In a container the executor is PID 1, which its runners cannot kill.
 
-    python3 executor.py container|process
+    python3 executor.py container
+    python3 executor.py process SCRATCH_FOLDER
 """
 
 from __future__ import annotations
@@ -554,6 +555,8 @@ class JobState:
         except TimeoutError:
             self.drop_runner()
             raise TestTimeout() from None
+        except ProgramFailed:  # the program raised: its runner serves on
+            raise
         except Exception as error:  # a dead, lying or oversized runner: never trusted again
             self.drop_runner()
             raise ProgramFailed(describe(error)) from None
@@ -830,7 +833,8 @@ def main() -> None:
         os.dup2(devnull, fd)
     sys.set_int_max_str_digits(INT_DIGITS)
     zygote, isolation = confine()
-    scratch = tempfile.mkdtemp(prefix="collabzoo-") if MODE == "process" else "/tmp"
+    # the process backend's scratch folder belongs to the worker, which removes it on close
+    scratch = sys.argv[2] if MODE == "process" else "/tmp"
     private = tempfile.mkdtemp(prefix=".executor-", dir=scratch)  # 0700: ours alone
     start = {"executor": confinement.vitals(os.getpid()), "zygote": confinement.vitals(zygote.pid)}
 
@@ -884,8 +888,6 @@ def main() -> None:
         reply(result)
         if reasons:
             break  # a worker that is not as it started serves no further job
-    if MODE == "process":
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

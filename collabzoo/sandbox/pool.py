@@ -191,7 +191,11 @@ class PooledSandbox:
             result, healthy = worker.execute(job, self.limits)
             return result
         except Exception as error:  # the backend itself failed (e.g. the daemon went away)
-            return ExecResult(passed=(False,) * len(job.tests), error=f"SandboxError: {error}")
+            return ExecResult(
+                passed=(False,) * len(job.tests),
+                error=f"SandboxError: {error}",
+                details={"replaced": [f"could not start a worker: {error}"]},
+            )
         finally:
             if not healthy and worker is not None:
                 worker.close()
@@ -204,10 +208,19 @@ class PooledSandbox:
                 return
             self._closed = True
         self._threads.shutdown(wait=True)
+        workers = []
         while not self._idle.empty():
             worker = self._idle.get_nowait()
             if worker is not None:
-                worker.close()
+                workers.append(worker)
+        if workers:  # all at once: a slow backend costs one wait, not one per worker
+            with ThreadPoolExecutor(max_workers=len(workers)) as closing:
+                list(closing.map(lambda w: w.close(), workers))
+        self._release()
+
+    def _release(self) -> None:
+        """After the workers are closed: anything else the backend holds (e.g. containers whose
+        start failed half-way)."""
 
     def __enter__(self) -> PooledSandbox:
         return self

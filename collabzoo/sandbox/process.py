@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from collabzoo.sandbox.image import EXECUTOR
@@ -24,8 +26,9 @@ READY_SECONDS = 30.0
 
 class ProcessWorker(Worker):
     def __init__(self) -> None:
+        self.scratch = tempfile.mkdtemp(prefix="collabzoo-sandbox-")
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-u", str(EXECUTOR), "process"],
+            [sys.executable, "-I", "-u", str(EXECUTOR), "process", self.scratch],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -33,7 +36,11 @@ class ProcessWorker(Worker):
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
         )
         self._lines = LineBuffer()
-        self.info = self.hello(time.monotonic() + READY_SECONDS)
+        try:
+            self.info = self.hello(time.monotonic() + READY_SECONDS)
+        except BaseException:
+            self.close()
+            raise
 
     def send(self, data: bytes) -> None:
         assert self.process.stdin is not None
@@ -60,6 +67,7 @@ class ProcessWorker(Worker):
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
                 stream.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class ProcessSandbox(PooledSandbox):
