@@ -7,5 +7,5 @@ observations, infos = env.reset(seed=0)
 
 from collabzoo.envs import make, names, pettingzoo_make
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = ["__version__", "make", "names", "pettingzoo_make"]

@@ -8,12 +8,15 @@ that says how to provide it; with CI=true it fails.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from collabzoo.sandbox import docker_available, get_sandbox
+from collabzoo.sandbox.pool import PooledSandbox
 from collabzoo.sandbox.probe import isolation_proven
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -79,15 +82,32 @@ def process_sandbox():
         yield sandbox
 
 
-@pytest.fixture
-def isolated_docker_sandbox():
+RUNTIMES = ("runc", "runsc")
+"""Container runtimes the hostile suites run under: runc always, gVisor where it starts."""
+
+
+@contextlib.contextmanager
+def isolated_pool(runtime: str) -> Iterator[PooledSandbox]:
     """A one-container pool whose isolation was proven just now (else the test FAILS: harmful
-    programs must never run without that proof)."""
+    programs must never run without that proof). Where gVisor cannot start, its tests skip and
+    say why (runc still carries the suite, CI included)."""
     require_docker()
-    with get_sandbox("docker", size=1) as sandbox:
+    try:
+        sandbox = get_sandbox("docker", size=1, runtime=None if runtime == "runc" else runtime)
+    except RuntimeError as error:
+        if runtime == "runc":
+            raise
+        pytest.skip(f"gVisor cannot start here ({error}); runc carries this suite")
+    with sandbox:
         proven, summary = isolation_proven(sandbox)
         if not proven:
             pytest.fail(f"isolation not proven, refusing to run harmful programs: {summary}")
+        yield sandbox
+
+
+@pytest.fixture(params=RUNTIMES)
+def isolated_docker_sandbox(request: pytest.FixtureRequest) -> Iterator[PooledSandbox]:
+    with isolated_pool(request.param) as sandbox:
         yield sandbox
 
 

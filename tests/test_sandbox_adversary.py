@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from collabzoo.sandbox import get_sandbox
-from collabzoo.sandbox.probe import isolation_proven
+from collabzoo.sandbox.pool import MAX_REPLY, LineBuffer, WorkerBroken
 from collabzoo.sandbox.result import OUTPUT_LIMIT
-from tests.conftest import require_docker
+from tests.conftest import RUNTIMES, isolated_pool, require_docker
 
 TIMEOUT = 1.0
 SECRET = "collabzoo-planted-5f0e9"
@@ -410,23 +410,10 @@ def hunt():
 """
 
 
-RUNTIMES = ["runc", "runsc"]
-
-
 @pytest.fixture(scope="module", params=RUNTIMES)
 def lone_container(request):
     """A pool of one container whose isolation a probe has just proven, and its fresh state."""
-    require_docker()
-    runtime = None if request.param == "runc" else request.param
-    try:
-        sandbox = get_sandbox("docker", size=1, runtime=runtime)
-    except RuntimeError as error:
-        if runtime is None:
-            raise
-        pytest.skip(f"gVisor cannot start here, so the suite ran on runc only: {error}")
-    with sandbox:
-        proven, summary = isolation_proven(sandbox)
-        assert proven, f"isolation not proven ({summary}): not running hostile programs"
+    with isolated_pool(request.param) as sandbox:
         yield sandbox, container_state(sandbox)
 
 
@@ -547,3 +534,47 @@ def test_the_process_backend_leaves_no_scratch_folders() -> None:
         during = set(Path(tempfile.gettempdir()).glob("collabzoo-sandbox-*")) - before
         assert len(during) == 2, "one scratch folder per worker"
     assert set(Path(tempfile.gettempdir()).glob("collabzoo-sandbox-*")) == before
+
+
+# ----- bounds that say what was wrong -------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("returns", "says"),
+    [
+        ("list(range(3 * 10 ** 6))", "more than 2,000,000 elements"),
+        ("_nest(300)", "nested more than 200 deep"),
+        ("'x' * (40 << 20)", "the limit is 32 MB"),
+        ("{frozenset(): 1} and object()", "only plain data"),
+    ],
+)
+def test_values_beyond_the_bounds_fail_with_a_clear_error(docker_sandbox, returns, says) -> None:
+    program = (
+        "def _nest(n):\n    v = []\n    for _ in range(n):\n        v = [v]\n    return v\n"
+        f"def f():\n    return {returns}\n"
+    )
+    result = docker_sandbox.run(program, ["assert candidate() is not None"], 10.0, entry_point="f")
+    assert result.passed == (False,) and says in (result.error or ""), result.error
+
+
+def test_line_buffer_splits_lines_and_refuses_an_endless_reply() -> None:
+    lines = LineBuffer()
+    lines.feed(b'{"a": 1}\n{"b"')
+    assert lines.line() == b'{"a": 1}' and lines.line() is None
+    lines.feed(b": 2}\n")
+    assert lines.line() == b'{"b": 2}' and lines.line() is None
+    endless = LineBuffer()
+    with pytest.raises(WorkerBroken, match="reply passed"):
+        for _ in range(MAX_REPLY // 65536 + 2):
+            endless.feed(b"x" * 65536)
+            assert endless.line() is None
+
+
+def test_closing_a_pool_does_not_wait_on_the_docker_client() -> None:
+    """The attach socket is closed before the container is removed; a removal racing a still
+    attached stream used to wait out the client's whole timeout."""
+    require_docker()
+    sandbox = get_sandbox("docker", size=2)
+    result = sandbox.run("def f():\n    return 1", ["assert candidate() == 1"], entry_point="f")
+    assert result.all_passed, result
+    started = time.monotonic()
+    sandbox.close()
+    assert time.monotonic() - started < 10, "closing two workers took longer than 10 s"

@@ -456,6 +456,15 @@ def _kill(pid: int, group: bool = False) -> None:
 def _wait_gone(pid: int, seconds: float) -> None:
     """SIGKILL is asynchronous: wait (briefly) until `pid` is reaped, so that the stray-process
     scan after the job does not mistake it for a leftover."""
+    try:  # a pidfd turns readable when the process exits: no polling
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # gone already, or a kernel (gVisor) without pidfds
+        fd = None
+    if fd is not None:
+        try:
+            select.select([fd], [], [], seconds)
+        finally:
+            os.close(fd)
     give_up = time.monotonic() + seconds
     while os.path.exists(f"/proc/{pid}") and time.monotonic() < give_up:
         with contextlib.suppress(ChildProcessError):  # orphaned: now our zombie to reap
