@@ -266,12 +266,6 @@ def runner_main(conn: socket.socket, outputs: list[int], request: dict) -> None:
                 confinement.become(confinement.RUNNER_UID)
             except Exception as error:
                 problems.append(f"could not switch to the runner user: {describe(error)}")
-        for name, value in request["limits"].items():
-            which = getattr(resource, name)
-            with contextlib.suppress(ValueError, OSError):
-                resource.setrlimit(which, (value, value))
-            if resource.getrlimit(which) != (value, value):
-                problems.append(f"{name} is {resource.getrlimit(which)}, not {value}")
         os.environ.clear()
         os.environ.update(
             {
@@ -293,8 +287,23 @@ def runner_main(conn: socket.socket, outputs: list[int], request: dict) -> None:
         os._exit(0)
 
 
+def set_limits(limits: dict) -> list[str]:
+    """Set each limit (soft = hard); the ones that did not take, said."""
+    problems = []
+    for name, value in limits.items():
+        which = getattr(resource, name)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(which, (value, value))
+        if resource.getrlimit(which) != (value, value):
+            problems.append(f"{name} is {resource.getrlimit(which)}, not {value}")
+    return problems
+
+
 def serve_program(conn: socket.socket, problems: list[str]) -> None:
+    """Wait for the job (a runner may be started before its job arrives: its limits come with
+    the program), then load the program and answer calls."""
     request = recv_msg(conn)
+    problems = problems + set_limits(request["limits"])
     if problems:
         send_msg(conn, {"ok": False, "sandbox_error": cap("; ".join(problems))})
         return
@@ -472,22 +481,51 @@ def _wait_gone(pid: int, seconds: float) -> None:
         time.sleep(0.0005)
 
 
+class Started:
+    """A runner process forked before its job arrived, with its folder and output files."""
+
+    def __init__(self, zygote: Zygote, scratch: str, private: str) -> None:
+        self.workdir = tempfile.mkdtemp(prefix="job-", dir=scratch)
+        os.chmod(self.workdir, 0o1777 if MODE == "container" else 0o700)  # runners: another user
+        self.paths = [os.path.join(private, name) for name in ("stdout", "stderr")]
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+        self.outputs = tuple(os.open(path, flags, 0o600) for path in self.paths)
+        self.zygote = zygote
+        self.process: tuple[int, socket.socket] | None = self.fork()
+
+    def fork(self) -> tuple[int, socket.socket]:
+        return self.zygote.spawn({"kind": "runner", "workdir": self.workdir}, self.outputs)
+
+    def take(self) -> tuple[int, socket.socket]:
+        """The waiting runner the first time, a newly forked one after that (a test that timed
+        out killed the last)."""
+        process, self.process = self.process, None
+        return process or self.fork()
+
+    def close(self) -> None:
+        if self.process is not None:
+            Runner.stop(*self.process)
+            self.process = None
+        for fd in self.outputs:
+            os.close(fd)
+
+
 class Runner:
     """One loaded program in one runner process."""
 
-    def __init__(self, zygote: Zygote, job: dict, outputs: tuple[int, int], deadline: float):
-        request = {"kind": "runner", "workdir": job["workdir"], "limits": job["limits"]}
-        self.pid, self.conn = zygote.spawn(request, outputs)
+    def __init__(self, started: Started, job: dict, deadline: float) -> None:
+        self.pid, self.conn = started.take()
         left = max(deadline - time.monotonic(), 0.001)
         self.conn.settimeout(left)  # the program is sent in time, or not at all
         try:
-            send_msg(self.conn, {"program": job["program"]})
+            send_msg(self.conn, {"program": job["program"], "limits": job["limits"]})
         except OSError:
+            self.kill()
             raise TimeoutError("the runner did not take the program in time") from None
-        finally:
-            self.conn.settimeout(None)
+        self.conn.settimeout(None)
         self.info = recv_msg(self.conn, deadline)
         if self.info.get("sandbox_error"):
+            self.kill()
             raise SandboxFailure(f"the runner could not start: {self.info['sandbox_error']}")
 
     def call(self, name: str, args: tuple, kwargs: dict, deadline: float):
@@ -514,10 +552,14 @@ class Runner:
         return decode(reply["value"])
 
     def kill(self) -> None:
-        _kill(self.pid, group=True)
-        _kill(self.pid)
-        self.conn.close()
-        _wait_gone(self.pid, 1.0)
+        Runner.stop(self.pid, self.conn)
+
+    @staticmethod
+    def stop(pid: int, conn: socket.socket) -> None:
+        _kill(pid, group=True)
+        _kill(pid)
+        conn.close()
+        _wait_gone(pid, 1.0)
 
 
 class Proxy:
@@ -539,14 +581,14 @@ class TestTimeout(BaseException):
 
 
 class JobState:
-    def __init__(self, zygote: Zygote, job: dict, outputs: tuple[int, int]) -> None:
-        self.zygote, self.job, self.outputs = zygote, job, outputs
+    def __init__(self, started: Started, job: dict) -> None:
+        self.started, self.job = started, job
         self.runner: Runner | None = None
         self.deadline = 0.0
 
     def load(self) -> Runner:
         if self.runner is None:
-            runner = Runner(self.zygote, self.job, self.outputs, self.deadline)
+            runner = Runner(self.started, self.job, self.deadline)
             self.runner = runner
             if not runner.info.get("ok"):
                 raise ProgramFailed(cap(str(runner.info.get("error"))))
@@ -614,24 +656,18 @@ def _timed(seconds: float) -> None:
     signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001) + 0.25)
 
 
-def run_job(zygote: Zygote, job: dict, private: str) -> dict:
+def run_job(started: Started, job: dict) -> dict:
     """Load the program once, then run each test under its own timer, inside the job's budget.
     Everything the executor does for a test (building its namespace, decoding values) runs
     under that test's timer."""
-    started = time.monotonic()
+    began = time.monotonic()
     tests = job["tests"]
     timeout = float(job["timeout"])
     budget = float(job.get("job_timeout") or timeout * (job["max_timeouts"] + 1))
-    end = started + budget
+    end = began + budget
     passed = [False] * len(tests)
     result = {"error": None, "failed_test": None, "load_error": None, "timed_out": False}
-    workdir = tempfile.mkdtemp(prefix="job-", dir=job["scratch"])
-    os.chmod(workdir, 0o1777 if MODE == "container" else 0o700)  # runners are another user
-    job["workdir"] = workdir
-    paths = [os.path.join(private, name) for name in ("stdout", "stderr")]
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
-    outputs = tuple(os.open(path, flags, 0o600) for path in paths)
-    state = JobState(zygote, job, outputs)
+    state = JobState(started, job)
     timeouts = 0
     signal.signal(signal.SIGALRM, _alarm)
     try:
@@ -691,15 +727,14 @@ def run_job(zygote: Zygote, job: dict, private: str) -> dict:
         if result["error"] is None and result["load_error"]:
             result["error"] = result["load_error"]
         limit = int(job.get("output_limit", 4096))
-        result["stdout"] = read_output(paths[0], limit)
-        result["stderr"] = read_output(paths[1], limit)
+        result["stdout"] = read_output(started.paths[0], limit)
+        result["stderr"] = read_output(started.paths[1], limit)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         state.drop_runner()
-        for fd in outputs:
-            os.close(fd)
+        started.close()
     result["passed"] = passed
-    result["duration"] = time.monotonic() - started
+    result["duration"] = time.monotonic() - began
     return result
 
 
@@ -862,15 +897,16 @@ def main() -> None:
             "isolation": isolation,
         }
     )
+    spare: Started | None = None
     for line in proto_in:
         try:
             job = json.loads(line)
         except ValueError as error:
             reply({"fatal": f"bad job line: {cap(str(error), 200)}"})
             continue
-        job["scratch"] = scratch
         try:
-            result = run_job(zygote, job, private)
+            started, spare = spare or Started(zygote, scratch, private), None
+            result = run_job(started, job)
             reasons = []
         except SandboxFailure as error:
             result = {
@@ -897,6 +933,10 @@ def main() -> None:
         reply(result)
         if reasons:
             break  # a worker that is not as it started serves no further job
+        try:  # the next job's runner forks and sets itself up while the host reads this reply
+            spare = Started(zygote, scratch, private)
+        except Exception:
+            spare = None  # the next job tries again, and reports what fails
 
 
 if __name__ == "__main__":
