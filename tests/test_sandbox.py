@@ -129,6 +129,8 @@ class Hostile:
     """Would hurt the machine if it escaped: runs only on a pool with proven isolation."""
     process_backend: str | None = "same"
     """None: never run on the process backend; otherwise why it is (or is not) comparable."""
+    docker: bool = True
+    """False: cannot fail in a container (its test means something on the process backend)."""
 
 
 def hostile_cases(host_file: str, port: int) -> list[Hostile]:
@@ -136,15 +138,19 @@ def hostile_cases(host_file: str, port: int) -> list[Hostile]:
         Hostile("infinite loop", "def f():\n    while True:\n        pass"),
         Hostile("sleep", "import time\ndef f():\n    time.sleep(1000)"),
         Hostile(
-            "fork bomb",
-            "import os\ndef f():\n    while True:\n        try:\n            os.fork()\n"
-            "        except OSError:\n            pass",
+            "fork bomb (wins past the pids limit)",
+            "import os, time\ndef f():\n    made = 0\n    while made < 400:\n        try:\n"
+            "            if os.fork() == 0:\n                time.sleep(30)\n"
+            "                os._exit(0)\n            made += 1\n        except OSError:\n"
+            "            break\n    return 1 if made > 128 else 0",
             harmful=True,
             process_backend=None,
         ),
         Hostile(
-            "memory bomb",
-            "def f():\n    hog = []\n    while True:\n        hog.append(bytearray(50 << 20))",
+            "memory bomb (wins past 512 MB)",
+            "def f():\n    hog = []\n    try:\n        while len(hog) < 16:\n"
+            "            hog.append(bytearray(50 << 20))\n    except MemoryError:\n"
+            "        pass\n    return 1 if len(hog) * 50 > 512 else 0",
             harmful=True,
             process_backend=None,
         ),
@@ -156,10 +162,11 @@ def hostile_cases(host_file: str, port: int) -> list[Hostile]:
             process_backend=None,
         ),
         Hostile(
-            "filling the disk",
-            "def f():\n    i = 0\n    while True:\n"
-            "        with open(f'/tmp/fill{i}', 'wb') as out:\n"
-            "            out.write(b'x' * (8 << 20))\n        i += 1",
+            "filling the disk (wins past the 64 MB scratch space)",
+            "def f():\n    total = 0\n    try:\n        for i in range(12):\n"
+            "            with open(f'/tmp/fill{i}', 'wb') as out:\n"
+            "                out.write(b'x' * (8 << 20))\n            total += 8\n"
+            "    except OSError:\n        pass\n    return 1 if total > 64 else 0",
             harmful=True,
             process_backend=None,
         ),
@@ -176,12 +183,24 @@ def hostile_cases(host_file: str, port: int) -> list[Hostile]:
             "import socket\ndef f():\n"
             f"    socket.create_connection(('127.0.0.1', {port}), timeout=1).close()\n"
             "    return 1",
+            docker=False,  # a container's 127.0.0.1 is its own: this could never fail there
         ),
         Hostile(
-            "killing the parent and every process",
-            "import os, signal\ndef f():\n    for pid in (os.getppid(), 1, -1):\n"
-            "        try:\n            os.kill(pid, signal.SIGKILL)\n        except OSError:\n"
-            "            pass\n    return 0",
+            "an interface or a route out (wins if there is one)",
+            "def f():\n    with open('/proc/net/dev') as dev:\n"
+            "        names = [line.split(':')[0].strip() for line in dev.readlines()[2:]]\n"
+            "    with open('/proc/net/route') as route:\n"
+            "        routes = [line for line in route.readlines()[1:] if line.strip()]\n"
+            "    return 1 if set(names) - {'lo'} or routes else 0",
+        ),
+        Hostile(
+            "killing the parent and every process (wins if a kill lands)",
+            "import os, signal, time\ndef f():\n    landed = 0\n"
+            "    for pid in (os.getppid(), 1):\n        try:\n"
+            "            os.kill(pid, signal.SIGKILL)\n            landed += 1\n"
+            "        except OSError:\n            pass\n    if os.fork() == 0:\n"
+            "        time.sleep(0.1)\n        os.kill(-1, signal.SIGKILL)\n"
+            "    return 1 if landed else 0",
             harmful=True,
             process_backend=None,
         ),
@@ -227,9 +246,10 @@ def hostile_cases(host_file: str, port: int) -> list[Hostile]:
             "threading.Thread(target=spam, daemon=False).start()\ndef f():\n    return 0",
         ),
         Hostile(
-            "a background process left behind",
+            "a background process left behind (it marks /tmp while it lives)",
             "import os, time\nif os.fork() == 0:\n    os.setsid()\n    while True:\n"
-            "        time.sleep(0.1)\ndef f():\n    return 0",
+            "        open('/tmp/collabzoo-marker', 'w').close()\n        time.sleep(0.01)\n"
+            "def f():\n    return 0",
             harmful=True,
             process_backend=None,
         ),
@@ -284,7 +304,7 @@ def host_secrets(tmp_path_factory):
     del os.environ["COLLABZOO_TEST_SECRET"]
 
 
-CASE_NAMES = [c.name for c in hostile_cases("/x", 1)]
+CASE_NAMES = [c.name for c in hostile_cases("/x", 1) if c.docker]
 # Harmful programs never run on the process backend (its isolation is weaker): not a skip, a rule.
 PROCESS_CASE_NAMES = [
     c.name for c in hostile_cases("/x", 1) if not c.harmful and c.process_backend is not None
@@ -301,7 +321,8 @@ def run_hostile(sandbox, case: Hostile, connections: list) -> None:
     assert not connections, "a sandboxed program reached the host's loopback server"
     follow_up = sandbox.run(
         "import os\ndef f(x):\n    return x + 1\n"
-        "def leftovers():\n    return sorted(p for p in os.listdir('/tmp'))\n",
+        "def leftovers():\n    import time\n    time.sleep(0.05)  # a survivor re-marks by now\n"
+        "    return sorted(p for p in os.listdir('/tmp'))\n",
         ["assert candidate(1) == 2", "assert 'collabzoo-marker' not in leftovers()"],
         TIMEOUT,
         entry_point="f",
@@ -332,7 +353,7 @@ def test_docker_pool_stays_healthy_after_the_whole_suite(
 ) -> None:
     host_file, port, _ = host_secrets
     for case in hostile_cases(host_file, port):
-        if case.name in ("a 10 MB program",):
+        if case.name in ("a 10 MB program",) or not case.docker:
             continue
         result = isolated_docker_sandbox.run(
             case.program, list(case.tests), TIMEOUT, entry_point="f"
