@@ -1,0 +1,140 @@
+"""The executor's plain-data encoding, the only thing that crosses from a program to the harness:
+exact types survive the round trip, everything else is refused, and every bound says what was
+wrong. Loaded from the file the image runs, without a container."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import collabzoo.sandbox
+
+EXECUTOR_FILE = Path(collabzoo.sandbox.__file__).with_name("executor.py")
+
+
+@pytest.fixture(scope="module")
+def executor():
+    spec = importlib.util.spec_from_file_location("collabzoo_executor_under_test", EXECUTOR_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def crossed(executor, value):
+    """What the other side decodes after the value went through JSON text, as it does."""
+    return executor.decode(json.loads(json.dumps(executor.encode(value))))
+
+
+def same(a, b) -> bool:
+    """Equal, with the exact same type at every level (True is not 1, (1,) is not [1])."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+VALUES = [
+    None, True, False, 0, -1, 1 << 62, -(1 << 63), 1 << 63, 7 ** 20000, -(7 ** 300), 0.0, -0.0,
+    1.5, 1e300, float("inf"), float("-inf"), float("nan"), 1.0, 3 + 4j, "", "héllo\x00\n",
+    b"\x00\xff", [], [1, 2.0, "3", None, True], (1, (2, [3])), {1, 2}, frozenset({"a", (1, 2)}),
+    {"k": [1], 2: (3,), (4, 5): {6}}, [[[]]], [1 << 80, 2], {frozenset({1}): b"x"},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "value", VALUES, ids=[f"{type(v).__name__}{i}" for i, v in enumerate(VALUES)]
+)
+def test_plain_values_cross_with_their_exact_types(executor, value) -> None:
+    assert same(crossed(executor, value), value), crossed(executor, value)
+
+
+def test_small_ints_cross_bare_and_big_ints_in_hex(executor) -> None:
+    assert executor.encode((1 << 63) - 1) == (1 << 63) - 1
+    assert executor.encode(1 << 63) == {"i": hex(1 << 63)}
+    assert executor.encode(-(1 << 63) - 1) == {"i": hex(-(1 << 63) - 1)}
+    assert executor.encode([1, 2]) == [1, 2] and executor.encode((1,)) == {"t": [1]}
+
+
+class Sneaky(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+@pytest.mark.parametrize(
+    "value",
+    [Sneaky(1), [Sneaky(1)], {"k": object()}, type("S", (str,), {})("x"), bytearray(b"x")],
+    ids=["int subclass", "inside a list", "object in a dict", "str subclass", "bytearray"],
+)
+def test_anything_but_exact_builtins_is_refused(executor, value) -> None:
+    with pytest.raises(TypeError, match="only plain data"):
+        executor.encode(value)
+
+
+def test_bounds_are_enforced_with_a_clear_error(executor) -> None:
+    deep: list = []
+    for _ in range(executor.MAX_DEPTH + 2):
+        deep = [deep]
+    with pytest.raises(TypeError, match="nested more than"):
+        executor.encode(deep)
+    with pytest.raises(TypeError, match="more than 2,000,000 elements"):
+        executor.encode(list(range(executor.MAX_ELEMENTS + 1)))
+    with pytest.raises(ValueError, match="more than 2,000,000 elements"):
+        executor.decode([0] * (executor.MAX_ELEMENTS + 1))
+    fits = executor.MAX_ELEMENTS - 1  # the list itself counts as one
+    assert len(executor.decode([0] * fits)) == fits
+    nested = json.loads("[" * (executor.MAX_DEPTH + 2) + "]" * (executor.MAX_DEPTH + 2))
+    with pytest.raises(ValueError, match="nested more than"):
+        executor.decode(nested)
+
+
+def test_a_hash_collision_attack_is_refused_but_a_few_collisions_are_not(executor) -> None:
+    big = (1 << 61) - 1  # every multiple of it hashes to 0
+    few = [{"i": hex(k * big)} for k in range(executor.MAX_SHARED_HASH)]
+    assert len(executor.decode({"s": few})) == executor.MAX_SHARED_HASH
+    many = [*few, {"i": hex((executor.MAX_SHARED_HASH + 1) * big)}]
+    with pytest.raises(ValueError, match="share a hash"):
+        executor.decode({"s": many})
+    keys = [[{"i": hex(k * big)}, 0] for k in range(executor.MAX_SHARED_HASH + 1)]
+    with pytest.raises(ValueError, match="share a hash"):
+        executor.decode({"d": keys})
+
+
+@pytest.mark.parametrize(
+    "message",
+    [{"x": 1}, {"i": 5}, {"b": "zz"}, {"d": [[1]]}, {"s": [[1]]}, {"t": 1, "s": []}, {"c": [1]}],
+    ids=["unknown tag", "int not hex text", "bad hex", "pair of one", "unhashable element",
+         "two tags", "complex of one"],
+)  # fmt: skip
+def test_malformed_messages_are_refused_as_values(executor, message) -> None:
+    with pytest.raises(ValueError):
+        executor.decode(message)
+
+
+def test_a_decoded_list_is_a_copy_so_in_place_changes_are_seen(executor) -> None:
+    sent = [3, 1, 2]
+    received = executor.decode(sent)
+    received.sort()
+    assert sent == [3, 1, 2] and executor.encode(received) != sent
+
+
+def test_errors_are_capped_and_unprintable_ones_still_described(executor) -> None:
+    text = executor.describe(ValueError("x" * 50_000))
+    assert len(text) < executor.ERROR_LIMIT + 100 and text.startswith("ValueError: xxx")
+    assert "more characters cut" in text
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    assert executor.describe(Unprintable()) == "Unprintable: <unprintable>"
