@@ -1,32 +1,20 @@
 """The executor's plain-data encoding, the only thing that crosses from a program to the harness:
 exact types survive the round trip, everything else is refused, and every bound says what was
-wrong. Loaded from the file the image runs, without a container."""
+wrong. No container needed: the image runs this same file."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 
-import collabzoo.sandbox
-
-EXECUTOR_FILE = Path(collabzoo.sandbox.__file__).with_name("executor.py")
+from collabzoo.sandbox import plain_data
 
 
-@pytest.fixture(scope="module")
-def executor():
-    spec = importlib.util.spec_from_file_location("collabzoo_executor_under_test", EXECUTOR_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def crossed(executor, value):
+def crossed(value):
     """What the other side decodes after the value went through JSON text, as it does."""
-    return executor.decode(json.loads(json.dumps(executor.encode(value))))
+    return plain_data.decode(json.loads(json.dumps(plain_data.encode(value))))
 
 
 def same(a, b) -> bool:
@@ -53,15 +41,15 @@ VALUES = [
 @pytest.mark.parametrize(
     "value", VALUES, ids=[f"{type(v).__name__}{i}" for i, v in enumerate(VALUES)]
 )
-def test_plain_values_cross_with_their_exact_types(executor, value) -> None:
-    assert same(crossed(executor, value), value), crossed(executor, value)
+def test_plain_values_cross_with_their_exact_types(value) -> None:
+    assert same(crossed(value), value), crossed(value)
 
 
-def test_small_ints_cross_bare_and_big_ints_in_hex(executor) -> None:
-    assert executor.encode((1 << 63) - 1) == (1 << 63) - 1
-    assert executor.encode(1 << 63) == {"i": hex(1 << 63)}
-    assert executor.encode(-(1 << 63) - 1) == {"i": hex(-(1 << 63) - 1)}
-    assert executor.encode([1, 2]) == [1, 2] and executor.encode((1,)) == {"t": [1]}
+def test_small_ints_cross_bare_and_big_ints_in_hex() -> None:
+    assert plain_data.encode((1 << 63) - 1) == (1 << 63) - 1
+    assert plain_data.encode(1 << 63) == {"i": hex(1 << 63)}
+    assert plain_data.encode(-(1 << 63) - 1) == {"i": hex(-(1 << 63) - 1)}
+    assert plain_data.encode([1, 2]) == [1, 2] and plain_data.encode((1,)) == {"t": [1]}
 
 
 class Sneaky(int):
@@ -76,38 +64,38 @@ class Sneaky(int):
     [Sneaky(1), [Sneaky(1)], {"k": object()}, type("S", (str,), {})("x"), bytearray(b"x")],
     ids=["int subclass", "inside a list", "object in a dict", "str subclass", "bytearray"],
 )
-def test_anything_but_exact_builtins_is_refused(executor, value) -> None:
+def test_anything_but_exact_builtins_is_refused(value) -> None:
     with pytest.raises(TypeError, match="only plain data"):
-        executor.encode(value)
+        plain_data.encode(value)
 
 
-def test_bounds_are_enforced_with_a_clear_error(executor) -> None:
+def test_bounds_are_enforced_with_a_clear_error() -> None:
     deep: list = []
-    for _ in range(executor.MAX_DEPTH + 2):
+    for _ in range(plain_data.MAX_DEPTH + 2):
         deep = [deep]
     with pytest.raises(TypeError, match="nested more than"):
-        executor.encode(deep)
+        plain_data.encode(deep)
     with pytest.raises(TypeError, match="more than 2,000,000 elements"):
-        executor.encode(list(range(executor.MAX_ELEMENTS + 1)))
+        plain_data.encode(list(range(plain_data.MAX_ELEMENTS + 1)))
     with pytest.raises(ValueError, match="more than 2,000,000 elements"):
-        executor.decode([0] * (executor.MAX_ELEMENTS + 1))
-    fits = executor.MAX_ELEMENTS - 1  # the list itself counts as one
-    assert len(executor.decode([0] * fits)) == fits
-    nested = json.loads("[" * (executor.MAX_DEPTH + 2) + "]" * (executor.MAX_DEPTH + 2))
+        plain_data.decode([0] * (plain_data.MAX_ELEMENTS + 1))
+    fits = plain_data.MAX_ELEMENTS - 1  # the list itself counts as one
+    assert len(plain_data.decode([0] * fits)) == fits
+    nested = json.loads("[" * (plain_data.MAX_DEPTH + 2) + "]" * (plain_data.MAX_DEPTH + 2))
     with pytest.raises(ValueError, match="nested more than"):
-        executor.decode(nested)
+        plain_data.decode(nested)
 
 
-def test_a_hash_collision_attack_is_refused_but_a_few_collisions_are_not(executor) -> None:
+def test_a_hash_collision_attack_is_refused_but_a_few_collisions_are_not() -> None:
     big = (1 << 61) - 1  # every multiple of it hashes to 0
-    few = [{"i": hex(k * big)} for k in range(executor.MAX_SHARED_HASH)]
-    assert len(executor.decode({"s": few})) == executor.MAX_SHARED_HASH
-    many = [*few, {"i": hex((executor.MAX_SHARED_HASH + 1) * big)}]
+    few = [{"i": hex(k * big)} for k in range(plain_data.MAX_SHARED_HASH)]
+    assert len(plain_data.decode({"s": few})) == plain_data.MAX_SHARED_HASH
+    many = [*few, {"i": hex((plain_data.MAX_SHARED_HASH + 1) * big)}]
     with pytest.raises(ValueError, match="share a hash"):
-        executor.decode({"s": many})
-    keys = [[{"i": hex(k * big)}, 0] for k in range(executor.MAX_SHARED_HASH + 1)]
+        plain_data.decode({"s": many})
+    keys = [[{"i": hex(k * big)}, 0] for k in range(plain_data.MAX_SHARED_HASH + 1)]
     with pytest.raises(ValueError, match="share a hash"):
-        executor.decode({"d": keys})
+        plain_data.decode({"d": keys})
 
 
 @pytest.mark.parametrize(
@@ -116,25 +104,25 @@ def test_a_hash_collision_attack_is_refused_but_a_few_collisions_are_not(executo
     ids=["unknown tag", "int not hex text", "bad hex", "pair of one", "unhashable element",
          "two tags", "complex of one"],
 )  # fmt: skip
-def test_malformed_messages_are_refused_as_values(executor, message) -> None:
+def test_malformed_messages_are_refused_as_values(message) -> None:
     with pytest.raises(ValueError):
-        executor.decode(message)
+        plain_data.decode(message)
 
 
-def test_a_decoded_list_is_a_copy_so_in_place_changes_are_seen(executor) -> None:
+def test_a_decoded_list_is_a_copy_so_in_place_changes_are_seen() -> None:
     sent = [3, 1, 2]
-    received = executor.decode(sent)
+    received = plain_data.decode(sent)
     received.sort()
-    assert sent == [3, 1, 2] and executor.encode(received) != sent
+    assert sent == [3, 1, 2] and plain_data.encode(received) != sent
 
 
-def test_errors_are_capped_and_unprintable_ones_still_described(executor) -> None:
-    text = executor.describe(ValueError("x" * 50_000))
-    assert len(text) < executor.ERROR_LIMIT + 100 and text.startswith("ValueError: xxx")
+def test_errors_are_capped_and_unprintable_ones_still_described() -> None:
+    text = plain_data.describe(ValueError("x" * 50_000))
+    assert len(text) < plain_data.ERROR_LIMIT + 100 and text.startswith("ValueError: xxx")
     assert "more characters cut" in text
 
     class Unprintable(Exception):
         def __str__(self):
             raise RuntimeError("no")
 
-    assert executor.describe(Unprintable()) == "Unprintable: <unprintable>"
+    assert plain_data.describe(Unprintable()) == "Unprintable: <unprintable>"

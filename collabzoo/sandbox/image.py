@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 EXECUTOR = Path(__file__).with_name("executor.py")
-FILES = (EXECUTOR, Path(__file__).with_name("confinement.py"))
-"""What the image holds of ours: the executor and the module it loads beside it."""
+FILES = (EXECUTOR, *(Path(__file__).with_name(f"{m}.py") for m in ("confinement", "plain_data")))
+"""What the image holds of ours: the executor and the modules it loads beside it."""
 IMAGE_REPOSITORY = "collabzoo-sandbox"
 DEFAULT_BASE = "python:3.11-slim"
 OFFLINE_BASE = "collabzoo-sandbox-base:bookworm"
@@ -29,7 +29,7 @@ OFFLINE_BASE_RECIPE = (
 DOCKERFILE = """\
 ARG BASE
 FROM ${BASE}
-COPY executor.py confinement.py /opt/collabzoo/
+COPY executor.py confinement.py plain_data.py /opt/collabzoo/
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 LANG=C.UTF-8
 USER 65534:65534
 WORKDIR /tmp
