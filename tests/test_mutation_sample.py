@@ -1,0 +1,94 @@
+"""A fixed sample of mutants that every CI run must kill: each is a plausible bug, applied to a
+copy of the checkout, and the tests named beside it must fail on that copy. The full mutation
+run (cosmic-ray, every operator over whole modules) is benchmarks/mutation.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+# (module, the original text, the mutant's text, the tests that must fail)
+SAMPLE = {
+    "TD error with the next value subtracted": (
+        "collabzoo/algos/gae.py",
+        "r + gamma * v_next - v",
+        "r - gamma * v_next - v",
+        ["tests/test_gae.py"],
+    ),
+    "a 2**63 int sent bare, past JSON's safe range": (
+        "collabzoo/sandbox/plain_data.py",
+        "-SMALL_INT <= value < SMALL_INT",
+        "-SMALL_INT <= value <= SMALL_INT",
+        ["tests/test_plain_data.py"],
+    ),
+    "the hash-collision bound off by one": (
+        "collabzoo/sandbox/plain_data.py",
+        "if shared[h] > MAX_SHARED_HASH:",
+        "if shared[h] > MAX_SHARED_HASH + 1:",
+        ["tests/test_plain_data.py"],
+    ),
+    "RLOO's baseline including the sample itself": (
+        "collabzoo/algos/advantages.py",
+        "[(k * g - total) / (k - 1) for g in returns]",
+        "[(k * g - total) / k for g in returns]",
+        ["tests/test_advantages.py"],
+    ),
+    "the population std taken over K - 1": (
+        "collabzoo/algos/advantages.py",
+        "math.sqrt(squares / k)",
+        "math.sqrt(squares / (k - 1))",
+        ["tests/test_advantages.py"],
+    ),
+    "writing rewards' word sets not lower-cased": (
+        "collabzoo/rewards/writing.py",
+        "_WORD.findall(text.lower())",
+        "_WORD.findall(text)",
+        ["tests/test_writing_rewards.py", "tests/test_mutants_killed.py"],
+    ),
+}
+
+
+def _copy_checkout():
+    spec = importlib.util.spec_from_file_location(
+        "collabzoo_mutation_benchmark", REPOSITORY / "benchmarks" / "mutation.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.copy_checkout
+
+
+@pytest.mark.parametrize("name", list(SAMPLE))
+def test_the_suite_kills_the_mutant(name: str, tmp_path: Path) -> None:
+    module, original, mutant, tests = SAMPLE[name]
+    copy = _copy_checkout()(tmp_path)
+    source = (copy / module).read_text()
+    assert source.count(original) >= 1, f"the sample's original text is gone from {module}"
+    (copy / module).write_text(source.replace(original, mutant, 1))
+    present = [t for t in tests if (copy / t).exists()]
+    env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.setdefault("COLLABZOO_SHARED_DATA", str(REPOSITORY.parent / "shared" / "data"))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *present],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 1, f"the mutant survived ({name}):\n{run.stdout[-2000:]}"
+    where = subprocess.run(
+        [sys.executable, "-c", "import collabzoo; print(collabzoo.__file__)"],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert where.startswith(str(copy)), f"the tests imported {where}, not the mutated copy"
