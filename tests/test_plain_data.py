@@ -49,6 +49,7 @@ def test_small_ints_cross_bare_and_big_ints_in_hex() -> None:
     assert plain_data.encode((1 << 63) - 1) == (1 << 63) - 1
     assert plain_data.encode(1 << 63) == {"i": hex(1 << 63)}
     assert plain_data.encode(-(1 << 63) - 1) == {"i": hex(-(1 << 63) - 1)}
+    assert plain_data.encode(-(1 << 63)) == -(1 << 63)
     assert plain_data.encode([1, 2]) == [1, 2] and plain_data.encode((1,)) == {"t": [1]}
 
 
@@ -98,12 +99,27 @@ def test_a_hash_collision_attack_is_refused_but_a_few_collisions_are_not() -> No
         plain_data.decode({"d": keys})
 
 
-@pytest.mark.parametrize(
-    "message",
-    [{"x": 1}, {"i": 5}, {"b": "zz"}, {"d": [[1]]}, {"s": [[1]]}, {"t": 1, "s": []}, {"c": [1]}],
-    ids=["unknown tag", "int not hex text", "bad hex", "pair of one", "unhashable element",
-         "two tags", "complex of one"],
-)  # fmt: skip
+MALFORMED = {
+    "unknown tag": {"x": 1},
+    "no tag": {},
+    "two tags": {"t": 1, "s": []},
+    "int not hex text": {"i": 5},
+    "bad hex": {"b": "zz"},
+    "bytes not text": {"b": 5},
+    "complex of one": {"c": [1]},
+    "complex not a list": {"c": "ab"},
+    "set of text": {"s": "ab"},
+    "tuple of text": {"t": "x"},
+    "frozenset of a number": {"fs": 1},
+    "unhashable element": {"s": [[1]]},
+    "dict of text": {"d": "x"},
+    "pair of one": {"d": [[1]]},
+    "pair of three": {"d": [[1, 2, 3]]},
+    "pair as a tuple": {"d": [{"t": [1, 2]}]},
+}
+
+
+@pytest.mark.parametrize("message", list(MALFORMED.values()), ids=list(MALFORMED))
 def test_malformed_messages_are_refused_as_values(message) -> None:
     with pytest.raises(ValueError):
         plain_data.decode(message)
@@ -126,3 +142,75 @@ def test_errors_are_capped_and_unprintable_ones_still_described() -> None:
             raise RuntimeError("no")
 
     assert plain_data.describe(Unprintable()) == "Unprintable: <unprintable>"
+
+
+# ----- the bounds, exactly where the README puts them, the same on both sides --------------------
+def nested(kind: type, levels: int):
+    """`levels` containers of `kind`, each inside the next."""
+    value = kind()
+    for _ in range(levels - 1):
+        value = {"k": value} if kind is dict else kind([value])
+    return value
+
+
+def encoded_nested(kind: type, levels: int):
+    """The same, as the other side would receive it (built by hand, not by `encode`)."""
+    wrap = {
+        dict: lambda inner: {"d": [["k", inner]]},
+        list: lambda inner: [inner],
+        tuple: lambda inner: {"t": [inner]},
+    }[kind]
+    value = {"d": []} if kind is dict else [] if kind is list else {"t": []}
+    for _ in range(levels - 1):
+        value = wrap(value)
+    return value
+
+
+@pytest.mark.parametrize("kind", [list, dict, tuple])
+def test_nesting_is_allowed_200_deep_and_refused_beyond_on_both_sides(kind: type) -> None:
+    assert plain_data.MAX_DEPTH == 200
+    deepest = nested(kind, 201)  # the outermost is level 0, the innermost level 200
+    assert crossed(deepest) == deepest
+    assert plain_data.encode(deepest) == encoded_nested(kind, 201)
+    with pytest.raises(TypeError, match="nested more than 200 deep"):
+        plain_data.encode(nested(kind, 202))
+    with pytest.raises(ValueError, match="nested more than 200 deep"):
+        plain_data.decode(encoded_nested(kind, 202))
+
+
+SMALL = 1000
+"""The element bound, lowered for these tests (the counting is the same at any bound)."""
+
+
+@pytest.mark.parametrize(
+    ("make", "most"),
+    [
+        (lambda n: list(range(n)), SMALL - 1),  # the list itself is one
+        (lambda n: [[]] * n, SMALL - 1),  # one per inner list, no scalars
+        (lambda n: tuple(range(n)), SMALL - 2),  # the tuple, and the list it travels as
+        (lambda n: dict.fromkeys(range(n), 0), (SMALL - 1) // 2),  # a key and a value each
+    ],
+    ids=["flat list", "list of lists", "tuple", "dict"],
+)
+def test_elements_are_counted_the_same_on_both_sides(make, most: int, monkeypatch) -> None:
+    assert plain_data.MAX_ELEMENTS == 2_000_000  # the README's bound
+    monkeypatch.setattr(plain_data, "MAX_ELEMENTS", SMALL)
+    fits = make(most)
+    message = json.loads(json.dumps(plain_data.encode(fits)))
+    assert plain_data.decode(message) == fits
+    with pytest.raises(TypeError, match="more than 1,000 elements"):
+        plain_data.encode(make(most + 1))
+    too_many = [*message, 0] if isinstance(message, list) else message
+    if isinstance(message, dict):  # one element more, added to the message itself
+        ((tag, body),) = message.items()
+        too_many = {tag: [*body, ["x", 0] if tag == "d" else 0]}
+    with pytest.raises(ValueError, match="more than 1,000 elements"):
+        plain_data.decode(too_many)
+
+
+def test_errors_are_cut_at_2000_characters_and_say_how_much_was_cut() -> None:
+    assert plain_data.ERROR_LIMIT == 2000
+    assert plain_data.cap("x" * 2000) == "x" * 2000
+    assert plain_data.cap("x" * 2005) == "x" * 2000 + "... [5 more characters cut]"
+    assert plain_data.cap("abcdef", 4) == "abcd... [2 more characters cut]"
+    assert plain_data.describe(ValueError()) == "ValueError"

@@ -126,9 +126,10 @@ def decode(data, depth: int = 0, count: list | None = None):
             made.add(item)
         return made if tag == "s" else frozenset(made)
     if tag == "d" and type(body) is list:
-        pairs = [decode(pair, depth + 1, count) for pair in body]
-        if not all(type(p) is list and len(p) == 2 for p in pairs):
-            raise ValueError("malformed dict")
+        if not all(type(p) is list and len(p) == 2 for p in body):
+            raise ValueError("malformed dict: each item must be a [key, value] pair")
+        # keys and values one level down, as `encode` put them (a pair is not a level)
+        pairs = [(decode(k, depth + 1, count), decode(v, depth + 1, count)) for k, v in body]
         _hashed([key for key, _ in pairs], "dict")
         made = {}
         for key, value in pairs:
