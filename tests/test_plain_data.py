@@ -178,6 +178,17 @@ def test_nesting_is_allowed_200_deep_and_refused_beyond_on_both_sides(kind: type
         plain_data.decode(encoded_nested(kind, 202))
 
 
+def test_a_dict_key_is_bounded_one_level_below_its_dict() -> None:
+    """Keys count their nesting like values do: a tuple key 200 deep inside a dict is one
+    level too many."""
+    fits, deep = {nested(tuple, 200): 1}, {nested(tuple, 201): 1}
+    assert crossed(fits) == fits
+    with pytest.raises(TypeError, match="nested more than 200 deep"):
+        plain_data.encode(deep)
+    with pytest.raises(ValueError, match="nested more than 200 deep"):
+        plain_data.decode({"d": [[encoded_nested(tuple, 201), 1]]})
+
+
 SMALL = 1000
 """The element bound, lowered for these tests (the counting is the same at any bound)."""
 
