@@ -10,7 +10,9 @@ import statistics
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the learners need the train extra")
+from tests.optional import require_module
+
+torch = require_module("torch", "train")
 
 import collabzoo  # noqa: E402
 from collabzoo.algos import (  # noqa: E402

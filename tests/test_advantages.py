@@ -6,14 +6,16 @@ import math
 
 import pytest
 
-pytest.importorskip("torch", reason="the learners need the train extra")
+from tests.optional import require_module
 
-from collabzoo.algos.advantages import (
+require_module("torch", "train")
+
+from collabzoo.algos.advantages import (  # noqa: E402
     discounted_return,
     group_advantages,
     sample_returns,
 )
-from collabzoo.algos.rollout_tree import Child, Node, TreeRollout
+from collabzoo.algos.rollout_tree import Child, Node, TreeRollout  # noqa: E402
 
 G = [1.0, 2.0, 4.0, 5.0]  # mean 3, unbiased std sqrt(10/3)
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="hf: teams need the train extra")
+from tests.optional import require_module
+
+torch = require_module("torch", "train")
 
 import collabzoo  # noqa: E402
 from collabzoo.algos import LLMPolicy, MAGRPOConfig, MAGRPOTrainer, Sampling  # noqa: E402

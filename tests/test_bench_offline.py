@@ -17,6 +17,7 @@ from collabzoo.bench.published import PUBLISHED
 from collabzoo.bench.stats import mean_ci, t_quantile
 from collabzoo.cli import main
 from tests.bench_tables import mean_of, parse_tables
+from tests.optional import require_module
 
 TEAMS = ["scripted:oracle", "scripted:heuristic", "scripted:naive"]
 WRITING_MAX = 2.98
@@ -206,7 +207,7 @@ def test_split_all_plays_train_then_eval(tmp_path: Path) -> None:
 
 
 def test_the_leaderboard_renders_csv_json_and_a_plot(offline_round, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    require_module("matplotlib", "bench")
     out, _, _ = offline_round
     plot = tmp_path / "plot.png"
     assert (

@@ -9,13 +9,18 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("openai", reason="openai: teams need the bench extra")
-
 from collabzoo.bench import read_results
 from collabzoo.bench.openai_model import parse_endpoint
 from collabzoo.cli import main
 from collabzoo.envs.scripted_teams import strbuild_oracle, tinycoop_oracle
 from tests.chat_server import ChatServer
+from tests.optional import require_module
+
+
+@pytest.fixture(autouse=True)
+def openai():
+    """Every test here needs the openai client: a skip outside CI, a failure under CI=true."""
+    return require_module("openai", "bench")
 
 
 def bench(tmp_path: Path, server: ChatServer, *extra: str, env: str = "strbuild") -> list[str]:

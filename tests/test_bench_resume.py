@@ -15,6 +15,7 @@ import pytest
 
 from collabzoo.bench import BenchRun, Interrupted, PolicyTeam, parse_team, read_results, run_bench
 from collabzoo.envs.scripted_teams import strbuild_oracle, tinycoop_oracle
+from tests.optional import require_module
 
 
 def comparable(document: dict) -> list[dict]:
@@ -74,7 +75,7 @@ def test_resume_can_extend_a_finished_run(tmp_path: Path) -> None:
 def test_ctrl_c_on_the_command_line_keeps_finished_episodes(tmp_path: Path) -> None:
     """A real SIGINT to a real `collabzoo bench` process talking to a real endpoint, which
     answers 6 requests (3 episodes of 2 agents) and then holds every further request."""
-    pytest.importorskip("openai", reason="openai: teams need the bench extra")
+    require_module("openai", "bench")
     from tests.chat_server import ChatServer
 
     with ChatServer(tinycoop_oracle, answer_limit=6) as server:

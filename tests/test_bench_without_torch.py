@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from collabzoo.envs.scripted_teams import strbuild_oracle, tinycoop_oracle
+from tests.optional import require_module
 
 TRAIN_EXTRA = ("torch", "transformers", "peft", "accelerate")
 BENCH_EXTRA = ("openai", "matplotlib", "tqdm")
@@ -55,7 +54,7 @@ def run_without_torch(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_scripted_and_endpoint_teams_need_no_torch(tmp_path: Path) -> None:
-    pytest.importorskip("openai", reason="openai: teams need the bench extra")
+    require_module("openai", "bench")
     from tests.chat_server import ChatServer
 
     with ChatServer(either_game) as server:

@@ -11,9 +11,11 @@ import textwrap
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.optional import require_module
 
-from collabzoo.algos.checkpoint import (  # noqa: E402 (after the importorskip)
+torch = require_module("torch", "train")
+
+from collabzoo.algos.checkpoint import (  # noqa: E402 (after require_module)
     capture_rng,
     checkpoints,
     latest_checkpoint,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from collabzoo.algos.gae import advantages_and_targets, gae, td_errors
+from tests.optional import require_module
 
-torch = pytest.importorskip("torch", reason="the learners need the train extra")
+torch = require_module("torch", "train")
 
 from collabzoo.algos.actor_critic import clipped_policy_loss, value_loss  # noqa: E402
 

@@ -7,12 +7,16 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("comlrl")
-torch = pytest.importorskip("torch")
+from collabzoo import make
+from collabzoo.integrations.comlrl import from_env
+from tests.conftest import require
+from tests.optional import require_module
 
-from collabzoo import make  # noqa: E402
-from collabzoo.integrations.comlrl import from_env  # noqa: E402
-from tests.conftest import require  # noqa: E402
+
+@pytest.fixture(autouse=True)
+def comlrl():
+    """Every test here needs CoMLRL: a skip outside CI, a failure under CI=true."""
+    return require_module("comlrl", "interop")
 
 
 def replay(name: str, item: dict, turns: list[tuple[str, str]], **kwargs) -> tuple[dict, float]:
@@ -97,6 +101,7 @@ def test_bad_inputs_name_what_was_wrong() -> None:
 
 
 def test_comlrl_magrpo_trains_tiny_models_on_multi_turn_tinycoop(monkeypatch) -> None:
+    torch = require_module("torch", "train")
     monkeypatch.setenv("WANDB_MODE", "disabled")
     from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
 

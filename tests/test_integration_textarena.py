@@ -8,9 +8,14 @@ import re
 
 import pytest
 
-pytest.importorskip("textarena")
-
 from collabzoo.integrations.textarena import TextArenaParallelEnv
+from tests.optional import require_module
+
+
+@pytest.fixture(autouse=True)
+def textarena():
+    """Every test here needs TextArena: a skip outside CI, a failure under CI=true."""
+    return require_module("textarena", "interop")
 
 
 def first_legal_move(observation: str) -> str:
@@ -56,7 +61,7 @@ def test_without_an_opponent_only_the_player_to_move_acts() -> None:
 
 
 def test_magrpo_trains_a_tiny_model_on_tictactoe(tmp_path) -> None:
-    torch = pytest.importorskip("torch")
+    torch = require_module("torch", "train")
     from collabzoo.algos import LLMPolicy, MAGRPOConfig, MAGRPOTrainer, tiny_causal_lm
 
     torch.manual_seed(0)

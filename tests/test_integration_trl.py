@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("trl")
-torch = pytest.importorskip("torch")
+from tests.optional import require_module
+
+torch = require_module("torch", "train")
 
 from collabzoo.algos import tiny_causal_lm  # noqa: E402
 from collabzoo.envs.scripted_teams import tinycoop_oracle  # noqa: E402
@@ -13,6 +14,12 @@ from collabzoo.envs.single import SingleAgentView  # noqa: E402
 from collabzoo.integrations.trl import from_env  # noqa: E402
 
 STEPS, BATCH = 3, 4
+
+
+@pytest.fixture(autouse=True)
+def trl():
+    """Every test here needs TRL: a skip outside CI, a failure under CI=true."""
+    return require_module("trl", "interop")
 
 
 def grpo(task, tmp_path, **hooks):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="the learners need the train extra")
+from tests.optional import require_module
+
+torch = require_module("torch", "train")
 
 from gymnasium import spaces  # noqa: E402
 
@@ -24,17 +23,6 @@ from collabzoo.algos import (  # noqa: E402
     Sampling,
 )
 from collabzoo.algos.mlp_policy import MLPPolicy, mlp_team  # noqa: E402
-
-
-def interop(module: str):
-    """The module, or a skip outside CI (a failure under CI=true: the interop extra has it)."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{module} is missing: CI installs the interop extra ({error})")
-        pytest.skip(f"{module} not installed: pip install 'collabzoo[interop]'")
-
 
 QUIET = dict(
     tensorboard=False, progress=False, save_steps=0, temperature=1.0, top_p=1.0, top_k=None
@@ -74,14 +62,14 @@ def test_mlp_policy_rejects_what_it_cannot_read() -> None:
     with pytest.raises(ValueError, match="this policy expects 3"):
         policy.encode_prompt(np.zeros(5, dtype=np.float32))
     with pytest.raises(ValueError, match="identical spaces"):
-        mpe2 = interop("mpe2.simple_speaker_listener_v4")
+        mpe2 = require_module("mpe2.simple_speaker_listener_v4", "interop")
         mlp_team(mpe2.parallel_env(), shared=True)
 
 
 def test_ippo_with_mlp_policies_learns_mpe_simple(tmp_path) -> None:
     """A short IPPO run on mpe2's simple_v3 (reach the landmark): the mean step reward of the
     last updates must be far above the first update's (random) one."""
-    simple = interop("mpe2.simple_v3")
+    simple = require_module("mpe2.simple_v3", "interop")
     torch.manual_seed(0)
 
     def make():
@@ -113,7 +101,7 @@ def test_ippo_with_mlp_policies_learns_mpe_simple(tmp_path) -> None:
 
 @pytest.mark.parametrize("learner", ["iac", "cc", "mareinforce"])
 def test_other_learners_take_finite_steps_with_mlps_on_simple_spread(learner, tmp_path) -> None:
-    spread = interop("mpe2.simple_spread_v3")
+    spread = require_module("mpe2.simple_spread_v3", "interop")
     env = spread.parallel_env(max_cycles=5)
     team = mlp_team(env, shared=True)
     common = dict(output_dir=str(tmp_path), max_updates=2, rollout_buffer_size=2, **QUIET)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from tests.optional import require_module
 
-pytest.importorskip("torch", reason="the learners need the train extra")
+require_module("torch", "train")
 
-from collabzoo.algos.model_loading import load_causal_lm, tiny_causal_lm
+from collabzoo.algos.model_loading import load_causal_lm, tiny_causal_lm  # noqa: E402
 
 
 def test_a_saved_tiny_model_reloads_with_its_byte_tokenizer(tmp_path: Path) -> None:

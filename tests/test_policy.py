@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the learners need the train extra")
+from tests.optional import require_module
+
+torch = require_module("torch", "train")
 
 from collabzoo.algos import LLMPolicy, Sampling, tiny_causal_lm  # noqa: E402
 from tests.tolerance import assert_close_to_scale  # noqa: E402

@@ -11,6 +11,7 @@ import pytest
 
 from collabzoo.algos.run_log import RunLogger, read_metrics
 from collabzoo.cli import main
+from tests.optional import require_module
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -38,7 +39,8 @@ def test_each_log_call_is_one_json_line_with_update_metrics_and_time(tmp_path):
 
 
 def test_nan_and_infinity_are_written_as_null(tmp_path):
-    numpy = pytest.importorskip("numpy")
+    import numpy  # a core dependency: never skipped
+
     with quiet_logger(tmp_path) as logger:
         logger.log(3, {"loss": math.nan, "kl": math.inf, "gain": -math.inf, "n": numpy.float32(2)})
     line = lines_of(tmp_path)[0]
@@ -115,7 +117,7 @@ def test_closing_twice_is_fine_and_logging_after_close_is_refused(tmp_path):
 
 # ----- TensorBoard, wandb, the progress bar -----------------------------------------------------
 def test_tensorboard_event_file_holds_the_scalars(tmp_path):
-    pytest.importorskip("tensorboard")
+    require_module("tensorboard", "train")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     with RunLogger(tmp_path, progress=False) as logger:
@@ -174,7 +176,7 @@ def test_wandb_gets_the_metrics_at_the_update_step(tmp_path, monkeypatch):
 
 
 def test_progress_bar_counts_updates_and_shows_mean_return_and_loss(tmp_path, capsys):
-    pytest.importorskip("tqdm")
+    require_module("tqdm", "train")
     with RunLogger(tmp_path, tensorboard=False, total_updates=3) as logger:
         logger.log(0, {"mean_return": 0.125, "loss": 2.5})
         logger.log(1, {"mean_return": 0.375, "loss": 1.25})
@@ -192,7 +194,7 @@ def write_run(path, returns, **extra):
 
 
 def test_plot_writes_a_png_of_two_runs_and_prints_first_last_best(tmp_path, capsys):
-    pytest.importorskip("matplotlib")
+    require_module("matplotlib", "train")
     first = write_run(tmp_path / "magrpo", [0.1, 0.6, 0.4])
     second = write_run(tmp_path / "iac", [0.2, 0.3, math.nan, 0.5])
     assert main(["plot", str(first), str(second / "metrics.jsonl")]) == 0

@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the learners need the train extra")
+from tests.optional import require_module
+
+torch = require_module("torch", "train")
 
 from transformers.generation.logits_process import (  # noqa: E402
     LogitsProcessorList,

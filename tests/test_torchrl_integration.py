@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_mlp_policy import interop
+from tests.optional import require_module
 
-torch = pytest.importorskip("torch", reason="TorchRL needs torch")
+torch = require_module("torch", "train")
 
 
 def test_torchrl_rolls_out_the_numeric_view_and_takes_a_mappo_step() -> None:
-    interop("torchrl")
+    require_module("torchrl", "interop")
     from collabzoo.envs.numeric import BuildingGridEnv
     from collabzoo.envs.strbuild import StrBuildEnv
     from collabzoo.integrations.torchrl import (
@@ -59,7 +59,7 @@ def test_torchrl_rolls_out_the_numeric_view_and_takes_a_mappo_step() -> None:
 
 
 def test_torchrl_helpers_reject_what_they_cannot_drive() -> None:
-    interop("torchrl")
+    require_module("torchrl", "interop")
     from collabzoo.integrations.torchrl import FactoredCategorical, torchrl_env
 
     with pytest.raises(TypeError, match="ParallelEnv"):
@@ -74,8 +74,8 @@ def test_torchrl_helpers_reject_what_they_cannot_drive() -> None:
 
 
 def test_torchrl_modules_drive_a_discrete_mpe2_env() -> None:
-    interop("torchrl")
-    spread = interop("mpe2.simple_spread_v3")
+    require_module("torchrl", "interop")
+    spread = require_module("mpe2.simple_spread_v3", "interop")
     from collabzoo.integrations.torchrl import GROUP, mappo_modules, torchrl_env
 
     torch.manual_seed(0)

@@ -1,0 +1,189 @@
+"""Resume is exact for every learner: 2 updates straight and 1 update + resume + 1 update (under
+another global RNG) end with identical weights, optimizer states, counters and reward
+statistics (torch.equal, no tolerance). MAGRPO, IPPO and the centralized critic are covered in
+test_learners and test_actor_critic; here: IAC (separate critic and value head), MA-REINFORCE,
+reward normalisation, evaluations during training, and LoRA teams (adapters on one base).
+
+The env is test_learners' EvenStart paying a dense reward (`FirstCharacters`): short prompts
+(fast), and two samples almost never earn the same, so every update of every learner has
+advantages to learn from and a resume that lost the RNG, an optimizer, a critic or the reward
+statistics shows in the weights (a sparse reward, all zero in an update, would hide it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.optional import require_module
+
+torch = require_module("torch", "train")
+
+from collabzoo.algos import (  # noqa: E402
+    IACConfig,
+    IACTrainer,
+    MAGRPOConfig,
+    MAGRPOTrainer,
+    MAREINFORCEConfig,
+    MAREINFORCETrainer,
+    lora_team,
+    tiny_causal_lm,
+)
+from tests.test_actor_critic import critic_parameters, short_config  # noqa: E402
+from tests.test_learners import FROM_SCRATCH, EvenStart, parameters, team  # noqa: E402
+
+UPDATES = 2  # the first run stops (and checkpoints) after 1; the resumed one goes on to 2
+AGENTS = ("left", "right")  # EvenStart's
+
+
+class FirstCharacters(EvenStart):
+    """EvenStart paying, every turn, the mean code of the answers' first characters / 256."""
+
+    def step(self, actions):
+        observations, rewards, terminations, truncations, infos = super().step(actions)
+        reward = sum(ord(actions[a][:1] or "\0") for a in rewards) / (256 * len(rewards))
+        return observations, dict.fromkeys(rewards, reward), terminations, truncations, infos
+
+
+def lora() -> dict:
+    """Two agents' LoRA adapters on one tiny base (their start depends on the global RNG: a
+    resumed run must take them from the checkpoint)."""
+    return lora_team(*tiny_causal_lm(seed=0), AGENTS, rank=2)
+
+
+def tree(config_class=MAGRPOConfig, **extra):
+    """A config maker for a rollout-tree learner trained from scratch, checkpointing each
+    update."""
+    settings = {**FROM_SCRATCH, "rollout_buffer_size": 2, "num_generations": 2, **extra}
+    return lambda path, updates, **more: config_class(
+        output_dir=str(path), max_updates=updates, save_steps=1, **settings, **more
+    )
+
+
+def actor_critic(config_class=IACConfig, **extra):
+    """A config maker for an actor-critic learner, checkpointing each update."""
+    return lambda path, updates, **more: short_config(
+        config_class, path, max_updates=updates, save_steps=1, **extra, **more
+    )
+
+
+def straight_and_resumed(trainer_class, config, tmp_path: Path, make_team=None):
+    """(UPDATES straight, UPDATES/2 then resumed to UPDATES under a different global RNG)."""
+    make_team = make_team or (lambda: team(AGENTS))
+    torch.manual_seed(1)
+    whole = trainer_class(FirstCharacters, make_team(), config(tmp_path / "whole", UPDATES))
+    whole.train()
+    torch.manual_seed(1)
+    half = trainer_class(FirstCharacters, make_team(), config(tmp_path / "split", UPDATES // 2))
+    half.train()
+    torch.manual_seed(999)  # the checkpoint must restore the RNGs (and, for LoRA, the adapters)
+    resumed = trainer_class(
+        FirstCharacters, make_team(), config(tmp_path / "split", UPDATES, resume=True)
+    )
+    resumed.train()
+    assert resumed.update == whole.update == UPDATES
+    moved = zip(parameters(half), parameters(resumed), strict=True)
+    assert any(not torch.equal(a, b) for a, b in moved), "the resumed half must learn something"
+    return whole, resumed
+
+
+def assert_identical(left: Any, right: Any, where: str = "state") -> None:
+    """Nested dicts, lists and tensors equal exactly (torch.equal, no tolerance)."""
+    if isinstance(left, torch.Tensor):
+        assert isinstance(right, torch.Tensor) and left.dtype == right.dtype, where
+        assert torch.equal(left, right), f"{where} differs"
+    elif isinstance(left, dict):
+        assert isinstance(right, dict) and left.keys() == right.keys(), where
+        for key in left:
+            assert_identical(left[key], right[key], f"{where}/{key}")
+    elif isinstance(left, list | tuple):
+        assert isinstance(right, list | tuple) and len(left) == len(right), where
+        for i, (a, b) in enumerate(zip(left, right, strict=True)):
+            assert_identical(a, b, f"{where}[{i}]")
+    else:
+        assert left == right, f"{where}: {left!r} != {right!r}"
+
+
+def assert_same_run(whole, resumed) -> dict:
+    """Every weight (trainable or frozen), every critic's, and the whole checkpoint state but
+    the config and the RNG: trainable tensors, optimizers, counters, reward statistics."""
+    for a, b in zip(parameters(whole), parameters(resumed), strict=True):
+        assert torch.equal(a, b)
+    if hasattr(whole, "critics"):
+        for a, b in zip(critic_parameters(whole), critic_parameters(resumed), strict=True):
+            assert torch.equal(a, b)
+    left, right = whole.state_dict(), resumed.state_dict()
+    for state in (left, right):
+        del state["config"], state["rng"]
+    assert_identical(left, right)
+    assert left["policies"] and left["optimizers"]
+    return left
+
+
+# ----- every learner ------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("trainer_class", "config"),
+    [
+        (IACTrainer, actor_critic()),
+        (IACTrainer, actor_critic(use_separate_critic=False, value_head_hidden_dim=8)),
+        (MAREINFORCETrainer, tree(MAREINFORCEConfig, advantage_mode="rloo")),
+    ],
+    ids=["iac", "iac-value-head", "mareinforce"],
+)
+def test_resume_ends_with_the_same_state(trainer_class, config, tmp_path) -> None:
+    whole, resumed = straight_and_resumed(trainer_class, config, tmp_path)
+    state = assert_same_run(whole, resumed)
+    if trainer_class is IACTrainer:  # the critics (heads, backbones, optimizers) matched too
+        assert state["extra"]["critic_heads"]
+
+
+# ----- reward normalisation -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("trainer_class", "config"),
+    [
+        (MAGRPOTrainer, tree(reward_normalization=True)),
+        (IACTrainer, actor_critic(reward_normalization=True)),
+    ],
+    ids=["magrpo", "iac"],
+)
+def test_resume_keeps_the_reward_normalisation_statistics(trainer_class, config, tmp_path) -> None:
+    whole, resumed = straight_and_resumed(trainer_class, config, tmp_path)
+    stats = assert_same_run(whole, resumed)["reward_stats"]
+    assert stats["count"] == whole.rollout.env_steps > 0  # one reward per env step
+    assert vars(resumed.reward_stats) == vars(whole.reward_stats) == stats
+
+
+# ----- evaluations during training ----------------------------------------------------------------
+def logged(run_dir: Path) -> list[dict]:
+    """metrics.jsonl without what depends on the wall clock."""
+    clock = {"time", "update_seconds", "joint_samples_per_s"}
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(line).items() if k not in clock} for line in lines]
+
+
+def test_evaluations_during_training_do_not_change_the_resumed_run(tmp_path) -> None:
+    """Evaluations sample from the global RNG, one just before the checkpoint and one after the
+    resume: the resumed run must still match the straight one, evaluations included."""
+    config = tree(eval_interval=1, eval_num_samples=2)
+    whole, resumed = straight_and_resumed(MAGRPOTrainer, config, tmp_path)
+    assert_same_run(whole, resumed)
+    straight, split = logged(tmp_path / "whole"), logged(tmp_path / "split")
+    assert [r["update"] for r in straight if "eval/mean_return" in r] == [1, 2]
+    assert split == straight
+
+
+# ----- LoRA teams ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("trainer_class", "config"),
+    [(MAGRPOTrainer, tree()), (IACTrainer, actor_critic())],
+    ids=["magrpo", "iac-lora-critics"],
+)
+def test_a_lora_team_resumes_exactly(trainer_class, config, tmp_path) -> None:
+    whole, resumed = straight_and_resumed(trainer_class, config, tmp_path, make_team=lora)
+    state = assert_same_run(whole, resumed)
+    assert sorted(state["policies"]) == list(AGENTS)
+    assert all("lora_" in name for weights in state["policies"].values() for name in weights)
+    if trainer_class is IACTrainer:  # each critic is its own adapter on the same base
+        assert state["extra"]["critic_backbones"]
