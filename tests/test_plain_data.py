@@ -87,7 +87,13 @@ def test_bounds_are_enforced_with_a_clear_error() -> None:
         plain_data.decode(nested)
 
 
+def test_a_long_unknown_tag_is_quoted_cut() -> None:
+    with pytest.raises(ValueError, match=r"malformed value \(tag 'x{39}\.\.\. \[62 more"):
+        plain_data.decode({"x" * 100: 1})
+
+
 def test_a_hash_collision_attack_is_refused_but_a_few_collisions_are_not() -> None:
+    assert plain_data.MAX_SHARED_HASH == 64  # the README's bound
     big = (1 << 61) - 1  # every multiple of it hashes to 0
     few = [{"i": hex(k * big)} for k in range(plain_data.MAX_SHARED_HASH)]
     assert len(plain_data.decode({"s": few})) == plain_data.MAX_SHARED_HASH
@@ -116,6 +122,12 @@ MALFORMED = {
     "pair of one": {"d": [[1]]},
     "pair of three": {"d": [[1, 2, 3]]},
     "pair as a tuple": {"d": [{"t": [1, 2]}]},
+    "complex of three": {"c": [1, 2, 3]},
+    "bytes as a list": {"b": [1, 2]},
+    "bytes as pairs": {"b": [[1, 2]]},
+    "unknown tag with text": {"a": "ff"},
+    "unknown tag with pairs": {"x": [[1, 2]]},
+    "int as pairs": {"i": [[1, 2]]},
 }
 
 
@@ -187,6 +199,12 @@ def test_a_dict_key_is_bounded_one_level_below_its_dict() -> None:
         plain_data.encode(deep)
     with pytest.raises(ValueError, match="nested more than 200 deep"):
         plain_data.decode({"d": [[encoded_nested(tuple, 201), 1]]})
+    inside = [{nested(tuple, 199): 1}]  # the same one level further down
+    assert crossed(inside) == inside
+    with pytest.raises(TypeError, match="nested more than 200 deep"):
+        plain_data.encode([{nested(tuple, 200): 1}])
+    with pytest.raises(ValueError, match="nested more than 200 deep"):
+        plain_data.decode([{"d": [[encoded_nested(tuple, 200), 1]]}])
 
 
 SMALL = 1000
@@ -224,4 +242,5 @@ def test_errors_are_cut_at_2000_characters_and_say_how_much_was_cut() -> None:
     assert plain_data.cap("x" * 2000) == "x" * 2000
     assert plain_data.cap("x" * 2005) == "x" * 2000 + "... [5 more characters cut]"
     assert plain_data.cap("abcdef", 4) == "abcd... [2 more characters cut]"
+    assert plain_data.cap("x" * 5000).endswith("... [3000 more characters cut]")
     assert plain_data.describe(ValueError()) == "ValueError"
