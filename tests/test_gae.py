@@ -117,3 +117,15 @@ def test_tree_estimates_equal_gae_along_each_branch() -> None:
         assert out[(id(later.children[0].node), 0)][:2] == pytest.approx(
             (advantages[2], targets[2])
         )
+
+
+@pytest.mark.parametrize(("rewards", "values"), [(3, 2), (2, 3)])
+def test_td_errors_refuse_a_reward_and_value_count_mismatch_either_way(rewards, values) -> None:
+    with pytest.raises(ValueError, match=f"{rewards} rewards but {values} values: one per step"):
+        td_errors([1.0] * rewards, [0.0] * values, 0.0, 0.9)
+
+
+def test_a_long_episode_is_not_a_mismatch() -> None:
+    """300 steps: lengths compared by value (ints past 256 are distinct objects)."""
+    deltas = td_errors([1.0] * 300, [0.0] * 300, 0.0, 1.0)
+    assert deltas == [1.0] * 300
