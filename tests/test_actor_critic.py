@@ -88,7 +88,7 @@ def short_config(config_class, tmp_path, **extra):
     return config_class(output_dir=str(tmp_path), **settings)
 
 
-def assert_trains_actors_and_critics(trainer) -> dict:
+def assert_updates_actors_and_critics(trainer) -> dict:
     actors, critics = parameters(trainer), critic_parameters(trainer)
     last = trainer.train()
     assert any(not torch.equal(a, b) for a, b in zip(actors, parameters(trainer), strict=True))
@@ -108,7 +108,7 @@ def test_value_head_on_the_actor_shares_its_backbone(tmp_path) -> None:
     for agent, critic in trainer.critics.items():
         assert critic.shares_actor and critic.backbone is trainer.policies[agent]
         assert len(critic.parameters()) == 4, "a head with a hidden layer: 2 weights, 2 biases"
-    assert_trains_actors_and_critics(trainer)
+    assert_updates_actors_and_critics(trainer)
 
 
 def test_separate_critics_are_models_of_their_own(tmp_path) -> None:
@@ -119,10 +119,9 @@ def test_separate_critics_are_models_of_their_own(tmp_path) -> None:
     )
     actor_models = {id(p.model) for p in trainer.distinct}
     assert all(id(c.backbone.model) not in actor_models for c in trainer.critics.values())
-    last = assert_trains_actors_and_critics(trainer)
+    last = assert_updates_actors_and_critics(trainer)
     # 2 episodes x 2 branches x 2 turns = 8 samples per agent: 3 mini-batches, 2 epochs
     assert last["optimizer_steps"] == 6.0
-    assert 0.0 <= last["clip_fraction"] <= 1.0
 
 
 def test_a_lora_team_gets_lora_critics_on_the_same_base(tmp_path) -> None:
@@ -137,7 +136,7 @@ def test_a_lora_team_gets_lora_critics_on_the_same_base(tmp_path) -> None:
     assert critic.backbone.model is policies["alpha"].model, "no second copy of the base"
     assert critic.backbone.adapter == "critic_team"
     assert set(critic.backbone.model.peft_config) == {"alpha", "beta", "critic_team"}
-    assert_trains_actors_and_critics(trainer)
+    assert_updates_actors_and_critics(trainer)
     saved = trainer.save(tmp_path / "final")  # the critic's own adapter and head, nothing more
     assert (saved / "critic-team" / "adapter_config.json").is_file()
     assert (saved / "critic-team" / "value_head.pt").is_file()
@@ -168,7 +167,7 @@ def test_centralized_critic_reads_the_joint_state_and_q_reads_the_joint_action(
             assert all("[alpha]" in t and "[beta]" in t for t in actions)
         else:
             assert len(inputs) == len(texts) == 2 * (1 + 2)  # per tree: the root and 2 nodes
-        assert_trains_actors_and_critics(trainer)
+        assert_updates_actors_and_critics(trainer)
 
 
 def perfect_values(trainer, roots, value_of_key) -> None:
@@ -357,7 +356,7 @@ def test_actor_critic_learners_train_on_a_third_party_env(
     trainer = trainer_class(
         EvenStart, team(("left", "right")), short_config(config_class, tmp_path, max_updates=3)
     )
-    last = assert_trains_actors_and_critics(trainer)
+    last = assert_updates_actors_and_critics(trainer)
     assert "task/even" in last
     # two turns, K = 2 branches at the first turn: 2 + 2 steps per episode, 2 episodes
     assert trainer.rollout.env_steps == 3 * 2 * (2 + 2)
