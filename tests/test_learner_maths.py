@@ -30,10 +30,10 @@ from collabzoo.algos import (  # noqa: E402
 from collabzoo.algos.actor_critic import CriticSample, Sample  # noqa: E402
 from collabzoo.algos.policy import Scored  # noqa: E402
 from collabzoo.algos.rollout_tree import expanded_nodes  # noqa: E402
+from tests.test_learner_updates import QUIET  # noqa: E402
 from tests.test_learners import ScriptedPolicy, Sum, team  # noqa: E402
 from tests.tolerance import assert_close_to_scale  # noqa: E402
 
-QUIET = {"tensorboard": False, "progress": False, "save_steps": 0}
 SMALL = {"rollout_buffer_size": 1, "num_generations": 2, "max_new_tokens": 2, **QUIET}
 
 # Two completions: 2 real tokens, then 1 real token and one padding position.

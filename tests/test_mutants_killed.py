@@ -29,10 +29,9 @@ from collabzoo.algos import (  # noqa: E402
 from collabzoo.algos.actor_critic import ActorCriticLearner, Sample  # noqa: E402
 from collabzoo.rewards import code as code_rules  # noqa: E402
 from collabzoo.rewards.writing import score_tldr  # noqa: E402
+from tests.test_learner_updates import QUIET  # noqa: E402
 from tests.test_learners import ScriptedPolicy, Sum, team  # noqa: E402
 from tests.tolerance import assert_close_to_scale  # noqa: E402
-
-QUIET = {"tensorboard": False, "progress": False, "save_steps": 0}
 
 
 def scripted_trainer(trainer_class, config):

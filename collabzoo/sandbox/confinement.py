@@ -254,14 +254,21 @@ def _limits(pid: int) -> str | list:
         return "unreadable here"
 
 
-def run_state(pid: int) -> str:
-    """The one-letter state of /proc/PID/stat ("?" if gone)."""
+def stat_fields(pid: int) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command name (which may hold spaces and
+    parentheses): state, parent, ...; empty if the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
-        return stat[stat.rindex(b")") + 2 :].split()[0].decode()
-    except (OSError, ValueError, IndexError):
-        return "?"
+        return stat[stat.rindex(b")") + 2 :].split()
+    except (OSError, ValueError):
+        return []
+
+
+def run_state(pid: int) -> str:
+    """The one-letter state of /proc/PID/stat ("?" if gone)."""
+    fields = stat_fields(pid)
+    return fields[0].decode() if fields else "?"
 
 
 def changed_vitals(before: dict, pid: int) -> list[str]:

@@ -76,12 +76,16 @@ class MessageTooLarge(ValueError):
     pass
 
 
+def _check_size(size: int) -> None:
+    if size > MAX_MESSAGE:
+        raise MessageTooLarge(
+            f"a message of {size / 2**20:.1f} MB; the limit is {MAX_MESSAGE >> 20} MB"
+        )
+
+
 def send_msg(sock: socket.socket, obj) -> None:
     data = json.dumps(obj, ensure_ascii=True).encode()
-    if len(data) > MAX_MESSAGE:
-        raise MessageTooLarge(
-            f"a message of {len(data) / 2**20:.1f} MB; the limit is {MAX_MESSAGE >> 20} MB"
-        )
+    _check_size(len(data))
     sock.sendall(struct.pack("!I", len(data)) + data)
 
 
@@ -102,10 +106,7 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
 
 def recv_msg(sock: socket.socket, deadline: float | None = None):
     (size,) = struct.unpack("!I", _recv_exact(sock, 4, deadline))
-    if size > MAX_MESSAGE:
-        raise MessageTooLarge(
-            f"a message of {size / 2**20:.1f} MB; the limit is {MAX_MESSAGE >> 20} MB"
-        )
+    _check_size(size)
     return json.loads(_recv_exact(sock, size, deadline))
 
 
@@ -334,6 +335,15 @@ def _kill(pid: int, group: bool = False) -> None:
         (os.killpg if group else os.kill)(pid, signal.SIGKILL)
 
 
+def stop(pid: int, conn: socket.socket) -> None:
+    """Kill a runner (its whole session) or a janitor, close our end, and wait until it is
+    gone."""
+    _kill(pid, group=True)
+    _kill(pid)
+    conn.close()
+    _wait_gone(pid, 1.0)
+
+
 def _wait_gone(pid: int, seconds: float) -> None:
     """SIGKILL is asynchronous: wait (briefly) until `pid` is reaped, so that the stray-process
     scan after the job does not mistake it for a leftover."""
@@ -376,7 +386,7 @@ class Started:
 
     def close(self) -> None:
         if self.process is not None:
-            Runner.stop(*self.process)
+            stop(*self.process)
             self.process = None
         for fd in self.outputs:
             os.close(fd)
@@ -424,14 +434,7 @@ class Runner:
         return decode(reply["value"])
 
     def kill(self) -> None:
-        Runner.stop(self.pid, self.conn)
-
-    @staticmethod
-    def stop(pid: int, conn: socket.socket) -> None:
-        _kill(pid, group=True)
-        _kill(pid)
-        conn.close()
-        _wait_gone(pid, 1.0)
+        stop(self.pid, self.conn)
 
 
 class Proxy:
@@ -535,7 +538,7 @@ def run_job(started: Started, job: dict) -> dict:
     began = time.monotonic()
     tests = job["tests"]
     timeout = float(job["timeout"])
-    budget = float(job.get("job_timeout") or timeout * (job["max_timeouts"] + 1))
+    budget = float(job["job_timeout"])  # the host's Job.budget, default included
     end = began + budget
     passed = [False] * len(tests)
     result = {"error": None, "failed_test": None, "load_error": None, "timed_out": False}
@@ -627,12 +630,8 @@ def strays(zygote: Zygote) -> list[int]:
 
 
 def _parent_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat_line = f.read()
-        return int(stat_line[stat_line.rindex(b")") + 2 :].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+    fields = confinement.stat_fields(pid)
+    return int(fields[1]) if len(fields) > 1 else None
 
 
 def kill_strays(zygote: Zygote) -> bool:
@@ -676,9 +675,7 @@ def clean_files(zygote: Zygote, scratch: str, keep: set[str]) -> list[str]:
         except (TimeoutError, EOFError, OSError, ValueError):
             pass
         finally:
-            _kill(pid)
-            conn.close()
-            _wait_gone(pid, 1.0)
+            stop(pid, conn)
         left = _wipe(scratch, keep)
     return left
 
