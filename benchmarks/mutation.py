@@ -12,6 +12,7 @@ It works on a copy of the checkout, never on the working tree, and is too slow f
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -20,24 +21,67 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
-TARGETS: dict[str, tuple[str, list[str]]] = {
-    "advantages": (
+
+@dataclass(frozen=True)
+class Target:
+    module: str
+    tests: list[str]
+    """pytest arguments, fastest first: `-x` stops at the first failure."""
+    functions: tuple[str, ...] = ()
+    """Mutate only these functions or methods (by name); empty: the whole module."""
+
+
+QUICK_MUTANTS_KILLED = [
+    "tests/test_mutants_killed.py",
+    "--deselect",
+    "tests/test_mutants_killed.py::test_code_reward_skips_the_remaining_tests_after_three_timeouts",
+]
+
+TARGETS: dict[str, Target] = {
+    "advantages": Target(
         "collabzoo/algos/advantages.py",
-        ["tests/test_advantages.py", "tests/test_mutants_killed.py", "tests/test_learner_maths.py"],
+        ["tests/test_advantages.py", "tests/test_learner_maths.py", *QUICK_MUTANTS_KILLED],
     ),
-    "gae": ("collabzoo/algos/gae.py", ["tests/test_gae.py", "tests/test_learner_maths.py"]),
-    "sampling": ("collabzoo/algos/sampling.py", ["tests/test_sampling.py"]),
-    "plain data": ("collabzoo/sandbox/plain_data.py", ["tests/test_plain_data.py"]),
-    "writing rewards": (
-        "collabzoo/rewards/writing.py",
-        ["tests/test_writing_rewards.py", "tests/test_mutants_killed.py"],
+    "gae": Target("collabzoo/algos/gae.py", ["tests/test_gae.py", "tests/test_learner_maths.py"]),
+    "sampling": Target("collabzoo/algos/sampling.py", ["tests/test_sampling.py"]),
+    "plain data": Target("collabzoo/sandbox/plain_data.py", ["tests/test_plain_data.py"]),
+    "writing rewards": Target("collabzoo/rewards/writing.py", ["tests/test_writing_rewards.py"]),
+    "strbuild rules": Target("collabzoo/rewards/strbuild.py", ["tests/test_strbuild_rules.py"]),
+    "housebuild rules": Target(
+        "collabzoo/rewards/housebuild.py", ["tests/test_housebuild_rules.py"]
     ),
-    "strbuild rules": ("collabzoo/rewards/strbuild.py", ["tests/test_strbuild_rules.py"]),
-    "housebuild rules": ("collabzoo/rewards/housebuild.py", ["tests/test_housebuild_rules.py"]),
+    "actor-critic losses": Target(
+        "collabzoo/algos/actor_critic.py",
+        [
+            "tests/test_learner_maths.py",
+            *QUICK_MUTANTS_KILLED,
+            "tests/test_actor_critic.py",
+            "--deselect",
+            "tests/test_actor_critic.py::"
+            "test_long_horizon_sparse_comparison_at_equal_environment_steps",
+        ],
+        (
+            "clipped_policy_loss",
+            "value_loss",
+            "_mean",
+            "branch_estimates",
+            "_normalise",
+        ),
+    ),
+    "code reward": Target(
+        "collabzoo/rewards/code.py",
+        [
+            "tests/test_code_rewards.py",
+            "tests/test_mutants_killed.py::"
+            "test_code_reward_skips_the_remaining_tests_after_three_timeouts",
+        ],
+        ("_breakdown", "_check_options", "evaluate_code_batch"),
+    ),
 }
 
 EQUIVALENT_RULES: list[tuple[str, str, str]] = [
@@ -45,11 +89,6 @@ EQUIVALENT_RULES: list[tuple[str, str, str]] = [
         "ReplaceComparisonOperator_Is_Eq|ReplaceComparisonOperator_IsNot_NotEq",
         r"\b(kind|type\([^)]*\)) (==|!=) (?!None)",
         "`is` and `==` agree on builtin type objects (identity is their equality)",
-    ),
-    (
-        "ReplaceBinaryOperator_BitOr_",
-        r"^\s*def .*: list \S+ None",
-        "inside an annotation, which `from __future__ import annotations` never evaluates",
     ),
     (
         "NumberReplacer",
@@ -105,12 +144,80 @@ def copy_checkout(into: Path) -> Path:
     return into
 
 
-def run_target(name: str, module: str, tests: list[str], copy: Path, timeout: float) -> dict:
-    existing = [t for t in tests if (copy / t).exists()]
-    command = f"{sys.executable} -m pytest -x -q -p no:cacheprovider {' '.join(existing)}"
+def function_lines(source: str, names: tuple[str, ...]) -> list[str]:
+    """The line ranges ("first-last") of every function or method called one of `names`."""
+    ranges = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            ranges.append((first, node.end_lineno, node.name))
+    missing = set(names) - {name for _, _, name in ranges}
+    if missing:
+        raise SystemExit(f"no function named {sorted(missing)} to mutate")
+    return [f"{first}-{last}" for first, last, _ in sorted(ranges)]
+
+
+ANNOTATION = "inside an annotation, which `from __future__ import annotations` never evaluates"
+
+
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where each annotation lies, as ((line, column), (end line, end column))."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
+            found.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns:
+            found.append(node.returns)
+    return [((a.lineno, a.col_offset), (a.end_lineno, a.end_col_offset)) for a in found]
+
+
+def skip_annotation_mutants(session: Path, source: str) -> None:
+    """Mark the mutants inside annotations skipped before any runs: with postponed evaluation
+    no input can tell them from the original (cosmic-ray's work database, used directly)."""
+    from cosmic_ray.work_db import use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    spans = annotation_spans(source)
+    with use_db(str(session)) as db:
+        inside = [
+            item.job_id
+            for item in db.pending_work_items
+            if all(
+                any(start <= tuple(m.start_pos) and tuple(m.end_pos) <= end for start, end in spans)
+                for m in item.mutations
+            )
+        ]
+        skipped = WorkResult(output=ANNOTATION, worker_outcome=WorkerOutcome.SKIPPED)
+        db.set_multiple_results(inside, skipped)
+
+
+NOT_SAMPLED = "not in the random sample"
+
+
+def keep_a_sample(session: Path, size: int, seed: int) -> None:
+    """Mark all but `size` pending mutants, drawn at random, as skipped."""
+    import random
+
+    from cosmic_ray.work_db import use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(session)) as db:
+        pending = sorted(item.job_id for item in db.pending_work_items)
+        if len(pending) > size:
+            kept = set(random.Random(seed).sample(pending, size))
+            left_out = WorkResult(output=NOT_SAMPLED, worker_outcome=WorkerOutcome.SKIPPED)
+            db.set_multiple_results([j for j in pending if j not in kept], left_out)
+
+
+def run_target(
+    name: str, target: Target, copy: Path, timeout: float, sample: int | None = None
+) -> dict:
+    module = target.module
+    tests = [t for t in target.tests if t.startswith("-") or (copy / t.split("::")[0]).exists()]
+    command = f"{sys.executable} -m pytest -x -q -p no:cacheprovider {' '.join(tests)}"
     config = copy / f"mutation-{name.replace(' ', '-')}.toml"
     session = config.with_suffix(".sqlite")
-    config.write_text(
+    text = (
         "[cosmic-ray]\n"
         f'module-path = "{module}"\n'
         f"timeout = {timeout}\n"
@@ -118,20 +225,33 @@ def run_target(name: str, module: str, tests: list[str], copy: Path, timeout: fl
         f'test-command = "{command}"\n\n'
         '[cosmic-ray.distributor]\nname = "local"\n'
     )
+    if target.functions:
+        lines = function_lines((copy / module).read_text(), target.functions)
+        text += "\n[cosmic-ray.filters.line-filter.lines]\n"
+        text += f"{json.dumps(module)} = {json.dumps(lines)}\n"
+    config.write_text(text)
     env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
     env.setdefault("COLLABZOO_SHARED_DATA", str(REPOSITORY.parent / "shared" / "data"))
     baseline = subprocess.run(command.split(), cwd=copy, env=env, capture_output=True, text=True)
     if baseline.returncode != 0:  # else every mutant would count as killed
         failing = baseline.stdout[-2000:]
         raise SystemExit(f"{name}: the tests fail on the unmutated code:\n{failing}")
-    for step in (["init"], ["exec"]):
-        subprocess.run(
-            ["cosmic-ray", *step, str(config), str(session)], cwd=copy, env=env, check=True
-        )
+
+    def cosmic_ray(*arguments: str) -> None:
+        subprocess.run(arguments, cwd=copy, env=env, check=True)
+
+    cosmic_ray("cosmic-ray", "init", str(config), str(session))
+    if target.functions:  # the other lines' mutants are marked skipped before any runs
+        cosmic_ray("cr-filter-lines", str(session), "--config", str(config))
+    skip_annotation_mutants(session, (copy / module).read_text())
+    if sample is not None:
+        keep_a_sample(session, sample, seed=0)
+    cosmic_ray("cosmic-ray", "exec", str(config), str(session))
     dump = subprocess.run(
         ["cosmic-ray", "dump", str(session)], cwd=copy, capture_output=True, text=True, check=True
     ).stdout
     counts = {"killed": 0, "survived": 0, "equivalent": 0, "incompetent": 0}
+    outside = not_sampled = 0
     survivors = []
     for line in dump.splitlines():
         item, result = json.loads(line)
@@ -140,7 +260,13 @@ def run_target(name: str, module: str, tests: list[str], copy: Path, timeout: fl
         mutation = item["mutations"][0]
         key = f"{module}:{mutation['start_pos'][0]}:{mutation['operator_name']}"
         outcome = result.get("test_outcome")
-        if result.get("worker_outcome") != "normal":
+        if result.get("worker_outcome") == "skipped" and result.get("output") == ANNOTATION:
+            counts["equivalent"] += 1
+        elif result.get("worker_outcome") == "skipped" and result.get("output") == NOT_SAMPLED:
+            not_sampled += 1
+        elif result.get("worker_outcome") == "skipped":
+            outside += 1  # outside the chosen functions
+        elif result.get("worker_outcome") != "normal":
             counts["incompetent"] += 1  # the mutant did not even import or run
         elif outcome == "killed":
             counts["killed"] += 1
@@ -151,8 +277,10 @@ def run_target(name: str, module: str, tests: list[str], copy: Path, timeout: fl
             survivors.append({"where": key, "diff": result.get("diff", "")[-600:]})
     judged = counts["killed"] + counts["survived"]
     return {
-        "module": module,
+        "module": module + (f" ({', '.join(target.functions)})" if target.functions else ""),
         **counts,
+        "outside_functions": outside,
+        "not_sampled": not_sampled,
         "score": round(counts["killed"] / judged, 3) if judged else None,
         "survivors": survivors,
     }
@@ -163,6 +291,12 @@ def main() -> None:
     parser.add_argument("--only", help=f"comma-separated targets of: {', '.join(TARGETS)}")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        help="run only this many mutants per target, drawn at random (seed 0); the score is"
+        " then an estimate",
+    )
     args = parser.parse_args()
     chosen = args.only.split(",") if args.only else list(TARGETS)
     unknown = [name for name in chosen if name not in TARGETS]
@@ -175,22 +309,26 @@ def main() -> None:
         copy = copy_checkout(Path(folder))
         for name in chosen:
             started = time.monotonic()
-            row = {"target": name, **run_target(name, *TARGETS[name], copy, args.timeout)}
+            row = {
+                "target": name,
+                **run_target(name, TARGETS[name], copy, args.timeout, args.sample),
+            }
             row["seconds"] = round(time.monotonic() - started, 1)
             rows.append(row)
             print(
                 f"{name:<18} killed {row['killed']:>4}  survived {row['survived']:>3}  "
-                f"equivalent {row['equivalent']:>3}  score {row['score']}  ({row['seconds']} s)",
+                f"equivalent {row['equivalent']:>3}  score {row['score']}  not sampled"
+                f" {row['not_sampled']}  ({row['seconds']} s)",
                 flush=True,
             )
             for survivor in row["survivors"]:
                 print(f"    survived: {survivor['where']}\n{survivor['diff']}")
+            if args.json:  # after every target, so a long run stopped early keeps its results
+                with open(args.json, "w") as f:
+                    json.dump({"python": sys.version.split()[0], "results": rows}, f, indent=2)
     killed = sum(r["killed"] for r in rows)
     judged = killed + sum(r["survived"] for r in rows)
     print(f"overall: {killed}/{judged} killed = {killed / max(judged, 1):.1%}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"python": sys.version.split()[0], "results": rows}, f, indent=2)
 
 
 if __name__ == "__main__":

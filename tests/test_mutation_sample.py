@@ -50,7 +50,7 @@ SAMPLE = {
         "collabzoo/rewards/writing.py",
         "_WORD.findall(text.lower())",
         "_WORD.findall(text)",
-        ["tests/test_writing_rewards.py", "tests/test_mutants_killed.py"],
+        ["tests/test_writing_rewards.py"],
     ),
 }
 
@@ -60,6 +60,7 @@ def _copy_checkout():
         "collabzoo_mutation_benchmark", REPOSITORY / "benchmarks" / "mutation.py"
     )
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module.copy_checkout
 

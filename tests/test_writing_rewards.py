@@ -327,3 +327,31 @@ def test_single_agent_split_marker() -> None:
         score_tldr(None, "x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="transitions must be one of"):
         score_tldr("a", "b", transitions="fuzzy")
+
+
+# ----- a mutant that once survived: word sets are case-insensitive --------------------------
+CONCISE = "Heavy storms closed the OAKTON bridge for two days."
+DETAILED = (
+    "The Oakton crossing reopened Monday after engineers inspected its steel supports, "
+    "and OAKTON commuters welcomed shorter trips."
+)
+
+
+def test_writing_word_sets_ignore_case() -> None:
+    """Mutant: word sets of the text as written, not lower-cased (tasks.md: `\\b\\w+\\b` of the
+    lower-cased text). By hand: 9 and 17 words (structure +0.5); 126 / 51 = 2.47 characters
+    (coordination +1.0). Unique words: c1 9, c2 16 (Oakton and OAKTON are one word), so
+    u = 16/9 and vocabulary = 0.5 * (16/9 - 1.3) / 0.7 (case-sensitive: 17/9). Content words
+    (stopwords the, for, its, and removed): c1 7, c2 13, shared only "oakton": Jaccard 1/19 >=
+    0.03, so +0.6 (case-sensitive: OAKTON != Oakton, Jaccard 0, +0)."""
+    scored = score_tldr(CONCISE, DETAILED)
+    lowered = score_tldr(CONCISE.lower(), DETAILED.lower())
+    assert (len(CONCISE), len(DETAILED)) == (51, 126)
+    assert scored.components["structure"] == 0.5
+    assert scored.components["coordination"] == 1.0
+    assert scored.metrics["unique_ratio"] == pytest.approx(16 / 9)
+    assert scored.components["vocabulary"] == pytest.approx(0.5 * (16 / 9 - 1.3) / 0.7)
+    assert scored.metrics["jaccard"] == pytest.approx(1 / 19)
+    assert scored.components["jaccard"] == pytest.approx(0.6)
+    assert scored.total == pytest.approx(lowered.total)
+    assert scored.components == pytest.approx(lowered.components)
