@@ -6,6 +6,7 @@
     collabzoo demo [--episodes-per-task N] [--json PATH] [--envs strbuild,housebuild]
     collabzoo bench --env ENV|all|embedded --team SPEC [--protocol P] ...   (collabzoo.bench)
     collabzoo leaderboard DIR [--format markdown|csv|json] [--plot PNG]
+    collabzoo rescore FILE [FILE ...]     (replay a results file, check every reward)
 
 Only the standard library and the environments are imported here: no torch, no transformers.
 User mistakes (an unknown env, a bad task, a bad constructor argument) end with one line
@@ -759,7 +760,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot.set_defaults(handler=cmd_plot)
 
-    add_commands(commands)  # bench, leaderboard: collabzoo/bench/command.py
+    add_commands(commands)  # bench, leaderboard, rescore: collabzoo/bench/command.py
     return parser
 
 

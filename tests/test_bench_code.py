@@ -9,6 +9,7 @@ import pytest
 
 import collabzoo
 from collabzoo.bench import BenchRun, NotApplicable, parse_team, run_bench
+from collabzoo.bench.rescore import rescore
 from collabzoo.rewards.code import MAX_SCORE, NOT_WRAPPER_REWARD
 from tests.conftest import require
 
@@ -41,6 +42,9 @@ def test_the_code_oracle_passes_every_test(
     assert "sandbox" not in document["env"]["kwargs"]
     if protocol == "single":
         assert document["env"]["agents"] == ["solver"]
+    # the file alone re-scores: the actions replayed in a fresh env on the same sandbox
+    replayed = rescore(outcome.path, sandbox_factory=lambda: code_sandbox)
+    assert replayed.ok and replayed.episodes == len(document["episodes"])
 
 
 def test_code_tasks_without_reference_solutions_have_no_oracle(

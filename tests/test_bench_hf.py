@@ -16,6 +16,7 @@ import collabzoo  # noqa: E402
 from collabzoo.algos import LLMPolicy, MAGRPOConfig, MAGRPOTrainer, Sampling  # noqa: E402
 from collabzoo.algos.model_loading import load_causal_lm, tiny_causal_lm  # noqa: E402
 from collabzoo.bench import read_results  # noqa: E402
+from collabzoo.bench.rescore import rescore  # noqa: E402
 from collabzoo.cli import main  # noqa: E402
 
 GREEDY = Sampling(max_new_tokens=4, do_sample=False)
@@ -79,6 +80,7 @@ def test_one_model_for_every_agent_through_llm_policy(tmp_path: Path) -> None:
     assert team["distinct_models"] == 1 and team["members"]["alpha"]["name"] == "tiny"
     assert team["members"]["alpha"]["device"] in ("cpu", "cuda")
     assert document["sampling"]["greedy"] is True and document["sampling"]["top_k"] == 50
+    assert rescore(path).ok  # a model team's file re-scores without the model
 
 
 @pytest.mark.parametrize("layout", ["separate", "shared"])

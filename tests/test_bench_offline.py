@@ -14,6 +14,7 @@ import pytest
 import collabzoo
 from collabzoo.bench import BenchRun, parse_team, read_results, run_bench
 from collabzoo.bench.published import PUBLISHED
+from collabzoo.bench.rescore import rescore
 from collabzoo.bench.stats import mean_ci, t_quantile
 from collabzoo.cli import main
 from tests.bench_tables import mean_of, parse_tables
@@ -161,25 +162,48 @@ def test_a_results_file_holds_what_an_audit_needs(offline_round) -> None:
     assert summary["episodes"] == 3 and summary["IoU"]["mean"] == 100.0
 
 
-def test_a_run_is_rescored_from_its_file_alone(tmp_path: Path) -> None:
-    """Replaying the recorded actions in a fresh env, made from the recorded id, arguments,
-    seed and task, gives the recorded rewards and components back."""
+def test_every_results_file_is_rescored_from_the_file_alone(offline_round) -> None:
+    """`collabzoo rescore` replays every run of the offline round (every env that runs offline,
+    every scripted team, single and parallel) and finds each recorded reward again."""
+    out, _, _ = offline_round
+    files = sorted(out.glob("*.json"))
+    assert len({f.name.split("__")[0] for f in files}) >= 5  # the embedded envs, all of them
+    replayed = run_cli("rescore", *map(str, files))
+    assert replayed.returncode == 0, replayed.stdout[-3000:] + replayed.stderr[-3000:]
+    lines = replayed.stdout.splitlines()
+    assert len(lines) == len(files)
+    for path, line in zip(files, lines, strict=True):
+        episodes = len(read_results(path)["episodes"])
+        assert line.startswith(f"{path}: {episodes} episodes,") and "as recorded" in line
+
+
+def test_rescore_finds_a_changed_reward_and_a_changed_action(tmp_path: Path) -> None:
     outcome = run_bench(
-        BenchRun("housebuild", parse_team("scripted:naive"), episodes=4, seed=7),
+        BenchRun("strbuild", parse_team("scripted:oracle"), episodes=3, seed=7),
         tmp_path,
         progress=False,
     )
-    document = read_results(outcome.path)
-    for episode in document["episodes"]:
-        env = collabzoo.make(document["env"]["id"], **document["env"]["kwargs"])
-        env.reset(
-            seed=episode["seed"], options={"task": episode["task"], "split": episode["split"]}
-        )
-        for turn in episode["turns"]:
-            _, rewards, _, _, infos = env.step(turn["actions"])
-            agent = document["env"]["agents"][0]
-            assert rewards[agent] == turn["reward"]
-            assert infos[agent]["reward_components"] == turn["components"]
+    assert rescore(outcome.path).ok
+    document = json.loads(outcome.path.read_text())
+    document["episodes"][1]["turns"][2]["reward"] += 0.25
+    document["episodes"][2]["turns"][0]["actions"]["second_builder"] = ""
+    outcome.path.write_text(json.dumps(document))
+
+    report = rescore(outcome.path)
+    assert not report.ok and (report.episodes, report.turns) == (3, 3 * 4)
+    found = {(m.episode, m.turn, m.what) for m in report.mismatches}
+    # the reward alone for the first; the second builder's blocks are missing from the second
+    assert found == {
+        (1, 2, "reward"),
+        (2, 0, "reward"),
+        (2, 0, "components"),
+        (2, 0, "metrics"),
+    }
+    changed = next(m for m in report.mismatches if m.episode == 1)
+    assert changed.replayed == pytest.approx(changed.recorded - 0.25)
+    cli = run_cli("rescore", str(outcome.path))
+    assert cli.returncode == 1 and "4 difference(s) in 3 episodes" in cli.stdout
+    assert "episode 1, turn 2: reward recorded" in cli.stdout
 
 
 def test_more_episodes_than_tasks_wrap_around_with_fresh_seeds(tmp_path: Path) -> None:

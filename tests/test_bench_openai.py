@@ -11,6 +11,7 @@ import pytest
 
 from collabzoo.bench import read_results
 from collabzoo.bench.openai_model import parse_endpoint
+from collabzoo.bench.rescore import rescore
 from collabzoo.cli import main
 from collabzoo.envs.scripted_teams import strbuild_oracle, tinycoop_oracle
 from tests.chat_server import ChatServer
@@ -66,6 +67,8 @@ def test_an_endpoint_team_plays_through_the_real_client(tmp_path: Path, capsys) 
     assert member["base_url"] == server.base_url and member["model"] == server.model
     assert document["sampling"]["top_k"] is None
     assert "IoU 100.0" in capsys.readouterr().out
+    (path,) = tmp_path.glob("*.json")
+    assert rescore(path).ok  # an endpoint team's file re-scores without the endpoint
 
 
 def test_seeds_and_top_k_reach_the_server(tmp_path: Path) -> None:

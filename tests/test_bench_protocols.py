@@ -17,6 +17,7 @@ from collabzoo.bench.protocols import (
     split_combined_answer,
     split_combined_prompt,
 )
+from collabzoo.bench.rescore import rescore
 
 
 class Recorder:
@@ -146,6 +147,8 @@ def test_cost_counts_every_generated_token(tmp_path: Path, protocol: str) -> Non
     assert summary["Cost"]["mean"] == pytest.approx(
         sum(e["cost"] for e in document["episodes"]) / 2
     )
+    (path,) = tmp_path.glob("*.json")
+    assert rescore(path).ok  # every protocol's file re-scores from its actions alone
 
 
 def test_single_uses_the_envs_own_one_model_baseline(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
-"""Ctrl-C keeps the finished episodes in the results file, and --resume plays the rest: the
-finished run equals one that was never interrupted."""
+"""Ctrl-C or SIGTERM keeps the finished episodes in the results file, and --resume plays the
+rest: the finished run equals one that was never interrupted. A crash while the file is being
+rewritten leaves the previous file whole."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from collabzoo.bench import BenchRun, Interrupted, PolicyTeam, parse_team, read_results, run_bench
+from collabzoo.bench import (
+    BenchRun,
+    Interrupted,
+    PolicyTeam,
+    find_results,
+    parse_team,
+    read_results,
+    run_bench,
+)
 from collabzoo.envs.scripted_teams import strbuild_oracle, tinycoop_oracle
 from tests.optional import require_module
 
@@ -72,9 +81,13 @@ def test_resume_can_extend_a_finished_run(tmp_path: Path) -> None:
     assert longer.summary["episodes"] == longer.summary["episodes_planned"] == 5
 
 
-def test_ctrl_c_on_the_command_line_keeps_finished_episodes(tmp_path: Path) -> None:
-    """A real SIGINT to a real `collabzoo bench` process talking to a real endpoint, which
-    answers 6 requests (3 episodes of 2 agents) and then holds every further request."""
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_on_the_command_line_keeps_finished_episodes(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """A real SIGINT (Ctrl-C) or SIGTERM (a job scheduler) to a real `collabzoo bench` process
+    talking to a real endpoint, which answers 6 requests (3 episodes of 2 agents) and then
+    holds every further request."""
     require_module("openai", "bench")
     from tests.chat_server import ChatServer
 
@@ -115,7 +128,7 @@ def test_ctrl_c_on_the_command_line_keeps_finished_episodes(tmp_path: Path) -> N
             if process.poll() is not None:
                 break
             time.sleep(0.1)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         _, err = process.communicate(timeout=300)
         assert process.returncode == 130, err
         assert "interrupted: 3 of 8 episodes kept in" in err and "--resume" in err
@@ -130,3 +143,44 @@ def test_ctrl_c_on_the_command_line_keeps_finished_episodes(tmp_path: Path) -> N
     assert [e["index"] for e in finished["episodes"]] == list(range(8))
     assert comparable(finished)[:3] == comparable(kept)
     assert finished["summary"]["Win"]["mean"] == 100.0
+
+
+CRASH_WHILE_WRITING = """
+import json, os, signal, sys
+from pathlib import Path
+from collabzoo.bench.results import write_json_atomic
+
+class KillWhenWritten:
+    def __str__(self):  # json.dump reaches this after writing everything before it
+        os.kill(os.getpid(), signal.SIGKILL)
+
+path = Path(sys.argv[1])
+document = json.loads(path.read_text())
+document["episodes"] = document["episodes"] * 200 + [KillWhenWritten()]
+write_json_atomic(path, document)
+"""
+
+
+def test_a_crash_while_the_file_is_rewritten_leaves_the_old_file_whole(tmp_path: Path) -> None:
+    """A process killed (SIGKILL: no handler, no cleanup) half-way through rewriting a results
+    file: the file is the old one byte for byte, resume finishes it, and the half-written
+    temporary file is not taken for a run."""
+    team = parse_team("scripted:oracle")
+    run = BenchRun("strbuild", team, episodes=2)
+    first = run_bench(run, tmp_path, progress=False)
+    before = first.path.read_bytes()
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASH_WHILE_WRITING, str(first.path)],
+        capture_output=True,
+        timeout=120,
+    )
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+    leftovers = [p for p in tmp_path.iterdir() if p != first.path]
+    assert len(leftovers) == 1 and leftovers[0].stat().st_size > len(before)  # half written
+    assert first.path.read_bytes() == before
+    documents, _ = find_results([tmp_path])
+    assert [d["summary"]["episodes"] for d in documents] == [2]
+    longer = BenchRun("strbuild", team, episodes=3)
+    resumed = run_bench(longer, tmp_path, resume=True, progress=False).document
+    assert [e["index"] for e in resumed["episodes"]] == [0, 1, 2]
+    assert comparable(resumed)[:2] == comparable(json.loads(before))

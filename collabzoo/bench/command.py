@@ -1,9 +1,10 @@
-"""The `collabzoo bench` and `collabzoo leaderboard` commands (registered by `collabzoo.cli`).
+"""The `collabzoo bench`, `leaderboard` and `rescore` commands (registered by `collabzoo.cli`).
 
     collabzoo bench --env ENV[,ENV...]|all|embedded --team SPEC [--team SPEC ...]
                     [--protocol single,parallel,pipeline,discussion|all] [--rounds R]
                     [--episodes N] [--split eval|train|all] [--output DIR] [--resume]
     collabzoo leaderboard DIR [DIR ...] [--format markdown|csv|json] [--plot PNG]
+    collabzoo rescore FILE [FILE ...]
 
 `all` is every registered env; pairs that cannot run here (no scripted team of that kind
 for the env, data that cannot be loaded) are skipped with a note. `embedded` is every env whose
@@ -31,6 +32,7 @@ from collabzoo.bench.leaderboard import (
 )
 from collabzoo.bench.models import Sampling
 from collabzoo.bench.protocols import DEFAULT_ROUNDS, PROTOCOLS
+from collabzoo.bench.rescore import rescore
 from collabzoo.bench.results import ResultsError
 from collabzoo.bench.runner import (
     BENCH_SPLITS,
@@ -354,9 +356,28 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----- rescore -----------------------------------------------------------------------------
+def cmd_rescore(args: argparse.Namespace) -> int:
+    """Replay each file's episodes; exit 1 when any turn differs from its record."""
+    differ = False
+    for name in args.files:
+        try:
+            report = rescore(name)
+        except (ResultsError, ValueError, TypeError, KeyError) as error:
+            raise BenchUsageError(f"cannot re-score {name}: {error}") from None
+        if report.ok:
+            print(f"{name}: {report.episodes} episodes, {report.turns} turns re-scored as recorded")
+            continue
+        differ = True
+        print(f"{name}: {len(report.mismatches)} difference(s) in {report.episodes} episodes")
+        for mismatch in report.mismatches[: args.show]:
+            print(f"  {mismatch}")
+    return 1 if differ else 0
+
+
 # ----- the parsers --------------------------------------------------------------------------
 def add_commands(commands: Any) -> None:
-    """Add `bench` and `leaderboard` to the `collabzoo` subcommands."""
+    """Add `bench`, `leaderboard` and `rescore` to the `collabzoo` subcommands."""
     bench = commands.add_parser(
         "bench",
         help="benchmark a team on one or more envs into results files",
@@ -470,3 +491,14 @@ def add_commands(commands: Any) -> None:
     board.add_argument("--output", default=None, metavar="FILE", help="write here, not stdout")
     board.add_argument("--plot", default=None, metavar="PNG", help="also plot score vs cost")
     board.set_defaults(handler=cmd_leaderboard)
+
+    again = commands.add_parser(
+        "rescore",
+        help="replay the actions in results files and check every recorded reward",
+        description="Replay each episode's recorded actions in a fresh env (the recorded id,"
+        " arguments, seed and task) and compare every turn's rewards, components and metrics"
+        " with the file. Exit status 1 when any differs.",
+    )
+    again.add_argument("files", nargs="+", metavar="FILE", help="results files")
+    again.add_argument("--show", type=int, default=20, help="differences to print per file (20)")
+    again.set_defaults(handler=cmd_rescore)

@@ -144,6 +144,23 @@ def data_label(env: Any, short_name: str, kwargs: Mapping[str, Any], reset_info:
     return DEFAULT_DATA_LABELS.get(short_name, "default")
 
 
+def turn_scores(rewards: Mapping[str, float], info: Mapping[str, Any]) -> dict[str, Any]:
+    """What a results file records of a turn's outcome: the team reward (the agents' common
+    reward, or their mean when they differ, and then each agent's), and the first agent's
+    reward components and numeric metrics."""
+    values = [float(r) for r in rewards.values()]
+    scores: dict[str, Any] = {
+        "reward": values[0] if len(set(values)) == 1 else math.fsum(values) / len(values),
+        "components": dict(info.get("reward_components", {})),
+        "metrics": {
+            k: v for k, v in info.get("metrics", {}).items() if isinstance(v, (int, float))
+        },
+    }
+    if len(set(values)) > 1:
+        scores["rewards"] = {a: float(r) for a, r in rewards.items()}
+    return scores
+
+
 def play_episode(
     env: Any, team: Team, protocol: TeamProtocol, plan: EpisodePlan, sampling: Sampling
 ) -> dict[str, Any]:
@@ -167,20 +184,15 @@ def play_episode(
         play = protocol.play_turn({a: observations[a] for a in env.agents}, team, sampling, seeds)
         observations, rewards, _, _, infos = env.step(play.actions)
         info = infos.get(first) or next(iter(infos.values()), {})
-        values = [float(r) for r in rewards.values()]
-        reward = values[0] if len(set(values)) == 1 else math.fsum(values) / len(values)
-        metrics = {k: v for k, v in info.get("metrics", {}).items() if isinstance(v, (int, float))}
+        scores = turn_scores(rewards, info)
+        reward, metrics = scores["reward"], scores["metrics"]
         turn = {
             "turn": info.get("turn", len(turns)),
-            "reward": reward,
-            "components": dict(info.get("reward_components", {})),
-            "metrics": metrics,
+            **scores,
             "actions": dict(play.actions),
             "generations": play.generations,
             "tokens": play.tokens,
         }
-        if len(set(values)) > 1:
-            turn["rewards"] = {a: float(r) for a, r in rewards.items()}
         turns.append(turn)
         total += reward
         cost += play.tokens
