@@ -89,6 +89,27 @@ def test_resource_caps_are_per_agent_and_charge_whole_volumes(house: House) -> N
     assert planks.accepted == [] and "not enough planks" in planks.rejected[0].reason
 
 
+def test_a_fill_up_to_the_allowance_exactly_is_accepted_and_one_more_block_is_not(
+    house: House,
+) -> None:
+    """white_concrete: c = 68, allowance ceil(68/2) + floor(68/4) = 51. Fills of 30, 18 and 3
+    blocks reach 51 exactly and are all accepted; a single block after that is rejected."""
+    fills = [
+        "/fill 0 0 1 5 0 5 white_concrete",  # 6 x 5 = 30
+        "/fill 0 1 1 5 1 3 white_concrete",  # 6 x 3 = 18
+        "/fill 0 2 1 2 2 1 white_concrete",  # 3
+    ]
+    parsed = parse_housebuild_answer(
+        "\n".join([*fills, "/fill 5 6 6 5 6 6 white_concrete"]),
+        house,
+        resource_limits=house.resource_limits,
+    )
+    assert len(parsed.accepted) == 3 and len(parsed.rejected) == 1
+    assert "needs 1, 0 of your 51 left" in parsed.rejected[0].reason
+    exact = parse_housebuild_answer("\n".join(fills), house, resource_limits=house.resource_limits)
+    assert len(exact.accepted) == 3 and not exact.rejected
+
+
 @pytest.mark.parametrize(
     ("line", "reason"),
     [

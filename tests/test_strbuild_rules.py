@@ -40,6 +40,20 @@ def test_hand_worked_mixed_build() -> None:
     assert out.world.owners[4 * 5 + 1] == 1
 
 
+def test_cells_at_the_ends_of_rows_are_not_neighbours() -> None:
+    """(4, 4) ends the top row and (0, 3) starts the next: consecutive in the world's row-major
+    order, but not side by side, so two stones there are no pair (a wrap-around bug counts
+    one same-texture pair: adjacency 1.0). Likewise the bottom row has no row below it."""
+    for answer in ("/setblock 4 4 0 stone\n/setblock 0 3 0 stone", "/setblock 4 0 0 stone"):
+        b = score(answer, "").breakdown
+        assert b.metrics["adjacency"] == 0.0 and b.components["adjacency_penalty"] == 0.0
+    # the same two cells with a real neighbour each: (3,4)-(4,4) and (0,3)-(0,4)
+    b = score("/setblock 4 4 0 stone\n/setblock 0 3 0 stone\n/setblock 3 4 0 stone", "")
+    assert b.breakdown.metrics["adjacency"] == 1.0
+    b = score("/setblock 0 4 0 stone\n/setblock 0 3 0 oak_planks\n/setblock 4 4 0 stone", "")
+    assert b.breakdown.metrics["adjacency"] == 0.0  # one pair, (0,3)-(0,4), of two textures
+
+
 def test_same_texture_neighbours_and_missing_palettes() -> None:
     # Two stone blocks side by side on the top bar: 1 pair, same texture -> adjacency 1.
     # Agent 1 lacks oak_planks, agent 2 placed nothing: both palettes incomplete.
