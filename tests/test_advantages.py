@@ -51,6 +51,35 @@ def test_a_group_of_equal_returns_divides_by_the_reference_floor() -> None:
         group_advantages(G, "mean", normalize=True, std="sample")
 
 
+def test_edge_groups_empty_two_and_one() -> None:
+    """An empty group has no advantages under any baseline (max() of nothing, or rloo's
+    K >= 2 check, would raise); RLOO works from K = 2, where each sample's baseline is the
+    other one's return; K = 1 is refused for RLOO."""
+    for baseline in ("raw", "mean", "rloo", "max"):
+        assert group_advantages([], baseline) == []
+        assert group_advantages([], baseline, normalize=True) == []
+    assert group_advantages([1.0, 4.0], "rloo") == [1.0 - 4.0, 4.0 - 1.0]
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        group_advantages([1.0], "rloo")
+
+
+def test_options_read_from_a_config_file_choose_like_literals() -> None:
+    """Option names built at run time (as from a JSON config or the command line) are equal
+    to the literals but not the same objects: compared with `is`, they would fall through to
+    another branch."""
+    rloo, unbiased = "".join(["rl", "oo"]), "".join(["un", "biased"])
+    population = "".join(["popu", "lation"])
+    assert id(rloo) != id("rloo") and id(population) != id("population")  # not interned
+    assert group_advantages(G, rloo) == pytest.approx(
+        [1 - 11 / 3, 2 - 10 / 3, 4 - 8 / 3, 5 - 7 / 3]
+    )
+    centred = [-2.0, -1.0, 1.0, 2.0]
+    for std, squares_over in ((population, 4), (unbiased, 3)):
+        assert group_advantages(G, "mean", normalize=True, std=std) == pytest.approx(
+            [e / math.sqrt(10 / squares_over) for e in centred], rel=1e-6
+        )
+
+
 def test_returns_and_cross_mode_means() -> None:
     assert discounted_return(1.0, [], 0.9) == 1.0
     assert discounted_return(1.0, [2.0, 4.0], 0.9) == pytest.approx(1.0 + 0.9 * 3.0)
@@ -60,6 +89,9 @@ def test_returns_and_cross_mode_means() -> None:
     assert sample_returns(joints, returns, agent=0, k=2) == [1.5, 4.5]  # mean, not the sum
     assert sample_returns(joints, returns, agent=1, k=2) == [2.0, 4.0]
     assert group_advantages(sample_returns(joints, returns, 0, 2)) == [-1.5, 1.5]
+    # agent 0's sample 1 in no joint action: an error that says so, not a division by zero
+    with pytest.raises(ValueError, match="every sample must take part"):
+        sample_returns([(0, 0), (0, 1)], [1.0, 2.0], agent=0, k=2)
 
 
 def hand_tree() -> Node:

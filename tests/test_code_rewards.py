@@ -180,6 +180,8 @@ def test_missing_main_stops_scoring(x_or_y, aux: str, main: str, expected: float
     outcome = rules.evaluate_code(x_or_y, aux, main, sandbox=object())
     assert outcome.breakdown.total == pytest.approx(expected)
     assert outcome.result is None and outcome.analysis.program is None
+    metrics = outcome.breakdown.metrics
+    assert (metrics["tests_passed"], metrics["pass_fraction"], metrics["pass"]) == (0, 0, 0)
 
 
 def test_syntax_error_stops_after_the_definitions(x_or_y) -> None:
@@ -334,6 +336,42 @@ def test_batch_scores_in_one_sandbox_call(x_or_y, coop, sandbox) -> None:
     totals = [b.total for b in rules.score_code_batch(pairs, Counting())]
     assert totals == pytest.approx([4.0, 0.0, 3.0])
     assert Counting.calls == 1
+
+
+def test_a_sandbox_that_loses_results_is_an_error(x_or_y, sandbox) -> None:
+    """Fewer results than jobs would silently score some answers as never run."""
+
+    class Losing:
+        def run_many(self, jobs):
+            return sandbox.run_many(jobs)[:-1]
+
+    pairs = [(x_or_y, IS_PRIME, MAIN_USING_AUX), (x_or_y, IS_PRIME, SELF_CONTAINED_MAIN)]
+    with pytest.raises(RuntimeError, match="returned 1 results for 2 jobs"):
+        rules.score_code_batch(pairs, Losing())
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 2.5, "3"])
+def test_max_timeouts_must_be_a_positive_int(x_or_y, value) -> None:
+    with pytest.raises(ValueError, match="max_timeouts must be a positive int"):
+        rules.evaluate_code(x_or_y, IS_PRIME, MAIN_USING_AUX, sandbox=object(), max_timeouts=value)
+
+
+def test_one_timeout_allowed_is_a_valid_setting(x_or_y, sandbox) -> None:
+    outcome = rules.evaluate_code(x_or_y, IS_PRIME, MAIN_USING_AUX, sandbox, max_timeouts=1)
+    assert outcome.breakdown.total == pytest.approx(4.0)
+
+
+def test_hundreds_of_tests_pass_as_a_whole(sandbox) -> None:
+    """EvalPlus-style problems carry hundreds of tests; "pass" is every one of them passing,
+    past CPython's small-int cache (256), where `is` on counts stops meaning `==`."""
+    checks = "\n".join(f"    assert candidate({k}) == {k + 1}" for k in range(300))
+    problem = rules.CodeProblem(
+        "many/0", "def inc(n):\n", f"def check(candidate):\n{checks}\n", "inc"
+    )
+    assert len(problem.tests) == 300
+    main = "def inc(n):\n    return n + 1"
+    metrics = rules.evaluate_code(problem, "", main, sandbox).breakdown.metrics
+    assert (metrics["tests_passed"], metrics["tests_total"], metrics["pass"]) == (300, 300, 1.0)
 
 
 # ----- the tests of check(candidate) --------------------------------------------------------------
