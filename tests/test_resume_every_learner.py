@@ -164,14 +164,39 @@ def logged(run_dir: Path) -> list[dict]:
 
 
 def test_evaluations_during_training_do_not_change_the_resumed_run(tmp_path) -> None:
-    """Evaluations sample from the global RNG, one just before the checkpoint and one after the
-    resume: the resumed run must still match the straight one, evaluations included."""
+    """Evaluations sample, one just before the checkpoint and one after the resume: the
+    resumed run must still match the straight one, evaluations included."""
     config = tree(eval_interval=1, eval_num_samples=2)
     whole, resumed = straight_and_resumed(MAGRPOTrainer, config, tmp_path)
     assert_same_run(whole, resumed)
     straight, split = logged(tmp_path / "whole"), logged(tmp_path / "split")
     assert [r["update"] for r in straight if "eval/mean_return" in r] == [1, 2]
     assert split == straight
+
+
+def test_evaluating_leaves_the_training_trajectory_as_it_was(tmp_path) -> None:
+    """Training with an evaluation after every update ends with the weights of training with
+    none (evaluation samples from its own seeded stream and restores the global RNG), and two
+    evaluations of the same weights see the same samples."""
+    config = tree()
+    torch.manual_seed(1)
+    plain = MAGRPOTrainer(FirstCharacters, team(AGENTS), config(tmp_path / "plain", 3))
+    plain.train()
+    torch.manual_seed(1)
+    evaluated = MAGRPOTrainer(
+        FirstCharacters,
+        team(AGENTS),
+        config(tmp_path / "evaluated", 3, eval_interval=1, eval_num_samples=3),
+    )
+    evaluated.train()
+    assert len([r for r in logged(tmp_path / "evaluated") if "eval/mean_return" in r]) == 3
+    for a, b in zip(parameters(plain), parameters(evaluated), strict=True):
+        assert torch.equal(a, b)
+    state = torch.random.get_rng_state()
+    first, second = evaluated.evaluate(4), evaluated.evaluate(4)
+    assert first == second and torch.equal(state, torch.random.get_rng_state())
+    torch.manual_seed(12345)  # the caller's RNG does not reach the evaluation either
+    assert evaluated.evaluate(4) == first
 
 
 # ----- LoRA teams ---------------------------------------------------------------------------------

@@ -36,6 +36,10 @@ from collabzoo.algos.run_log import RunLogger
 from collabzoo.algos.sampling import Sampling
 from collabzoo.algos.update_groups import UpdateGroup, groups_state, load_groups_state
 
+EVAL_SEED = 10**9
+"""Evaluation episodes reset with seeds from here on, and evaluation sampling draws from a
+torch RNG seeded EVAL_SEED + config.seed: both apart from training's."""
+
 
 @dataclass
 class LearnerConfig:
@@ -325,8 +329,19 @@ class Learner:
 
     @torch.no_grad()
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
-        """Play whole episodes (one sample per agent per turn) on the eval env factory."""
+        """Play whole episodes (one sample per agent per turn) on the eval env factory.
+
+        Sampling draws from its own seeded RNG stream, restored afterwards: every evaluation
+        of the same weights sees the same samples (evaluations compare across updates), and
+        evaluating never moves the training run's RNG, so `eval_interval` leaves the training
+        trajectory as it was."""
         count = episodes or self.args.eval_num_samples
+        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+        with torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(EVAL_SEED + self.args.seed)
+            return self._evaluate(count)
+
+    def _evaluate(self, count: int) -> dict[str, float]:
         rollout = TreeRollout(
             self.eval_env_factory,
             self.policies,
@@ -335,7 +350,7 @@ class Learner:
             max_depth=self.args.num_turns,
             executor=self.executor,
         )
-        seeds = [10**9 + self.args.seed * 1_000_003 + j for j in range(count)]
+        seeds = [EVAL_SEED + self.args.seed * 1_000_003 + j for j in range(count)]
         roots = rollout.build(seeds, 1.0)
         returns, task_metrics = [], {}
         for root in roots:
