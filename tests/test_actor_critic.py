@@ -347,7 +347,7 @@ def test_actor_critic_resume_ends_with_the_same_actors_and_critics(
     ],
     ids=["iac", "ippo", "cc"],
 )
-def test_actor_critic_learners_train_on_a_third_party_env(
+def test_actor_critic_learners_update_on_a_third_party_env(
     trainer_class, config_class, tmp_path
 ) -> None:
     """EvenStart (defined in test_learners, registered nowhere, refuses deep copies, has no

@@ -100,7 +100,7 @@ def test_bad_inputs_name_what_was_wrong() -> None:
         from_env("tinycoop", colour="red")
 
 
-def test_comlrl_magrpo_trains_tiny_models_on_multi_turn_tinycoop(monkeypatch) -> None:
+def test_comlrl_magrpo_updates_tiny_models_on_multi_turn_tinycoop(monkeypatch) -> None:
     torch = require_module("torch", "train")
     monkeypatch.setenv("WANDB_MODE", "disabled")
     from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer

@@ -60,7 +60,7 @@ def test_without_an_opponent_only_the_player_to_move_acts() -> None:
         TextArenaParallelEnv("NoSuchGame-v0")
 
 
-def test_magrpo_trains_a_tiny_model_on_tictactoe(tmp_path) -> None:
+def test_magrpo_updates_a_tiny_model_on_tictactoe(tmp_path) -> None:
     torch = require_module("torch", "train")
     from collabzoo.algos import LLMPolicy, MAGRPOConfig, MAGRPOTrainer, tiny_causal_lm
 

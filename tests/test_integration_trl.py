@@ -70,7 +70,7 @@ def test_the_reward_function_is_the_envs_and_names_missing_columns() -> None:
         task.reward_func(["p"], ["1"])
 
 
-def test_grpo_trains_one_role_of_tinycoop_on_the_envs_rewards(tmp_path, monkeypatch) -> None:
+def test_grpo_updates_one_role_of_tinycoop_with_the_envs_rewards(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     task = from_env("tinycoop", role="alpha", partners={"beta": tinycoop_oracle})
     _, changed, logged = grpo(task, tmp_path, reward_funcs=task.reward_func)

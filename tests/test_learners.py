@@ -152,7 +152,7 @@ class EvenStart(ParallelEnv):
 
 
 @pytest.mark.parametrize("trainer_class", [MAGRPOTrainer, MAREINFORCETrainer])
-def test_learners_train_on_a_third_party_env(trainer_class, tmp_path) -> None:
+def test_learners_update_on_a_third_party_env(trainer_class, tmp_path) -> None:
     torch.manual_seed(0)
     config = (MAGRPOConfig if trainer_class is MAGRPOTrainer else MAREINFORCEConfig)(
         output_dir=str(tmp_path),

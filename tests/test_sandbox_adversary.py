@@ -577,4 +577,5 @@ def test_closing_a_pool_does_not_wait_on_the_docker_client() -> None:
     assert result.all_passed, result
     started = time.monotonic()
     sandbox.close()
-    assert time.monotonic() - started < 10, "closing two workers took longer than 10 s"
+    # the bug waited out the client's whole API timeout (30 s); 20 s leaves room for load
+    assert time.monotonic() - started < 20, "closing two workers took longer than 20 s"
