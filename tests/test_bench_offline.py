@@ -187,13 +187,15 @@ def test_rescore_finds_a_changed_reward_and_a_changed_action(tmp_path: Path) -> 
     document = json.loads(outcome.path.read_text())
     document["episodes"][1]["turns"][2]["reward"] += 0.25
     document["episodes"][2]["turns"][0]["actions"]["second_builder"] = ""
+    del document["episodes"][0]["turns"][3]  # a record cut short: the episode goes on
     outcome.path.write_text(json.dumps(document))
 
     report = rescore(outcome.path)
-    assert not report.ok and (report.episodes, report.turns) == (3, 3 * 4)
+    assert not report.ok and (report.episodes, report.turns) == (3, 3 * 4 - 1)
     found = {(m.episode, m.turn, m.what) for m in report.mismatches}
     # the reward alone for the first; the second builder's blocks are missing from the second
     assert found == {
+        (0, 3, "turns"),
         (1, 2, "reward"),
         (2, 0, "reward"),
         (2, 0, "components"),
@@ -202,7 +204,7 @@ def test_rescore_finds_a_changed_reward_and_a_changed_action(tmp_path: Path) -> 
     changed = next(m for m in report.mismatches if m.episode == 1)
     assert changed.replayed == pytest.approx(changed.recorded - 0.25)
     cli = run_cli("rescore", str(outcome.path))
-    assert cli.returncode == 1 and "4 difference(s) in 3 episodes" in cli.stdout
+    assert cli.returncode == 1 and "5 difference(s) in 3 episodes" in cli.stdout
     assert "episode 1, turn 2: reward recorded" in cli.stdout
 
 

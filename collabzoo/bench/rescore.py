@@ -72,32 +72,34 @@ def rescore(
     env = make(env_record["id"], **kwargs)
     first = env_record["agents"][0]
     report = Rescored(str(path))
-    for episode in document["episodes"]:
-        index = episode["index"]
-        env.reset(
-            seed=episode["seed"], options={"task": episode["task"], "split": episode["split"]}
-        )
-        report.episodes += 1
-        for number, turn in enumerate(episode["turns"]):
-            report.turns += 1
-            if not env.agents:
-                report.mismatches.append(
-                    Mismatch(index, number, "turns", len(episode["turns"]), number)
-                )
-                break
-            try:
-                _, rewards, _, _, infos = env.step(turn["actions"])
-            except Exception as error:  # a recorded action the env now refuses
-                report.mismatches.append(Mismatch(index, number, "error", None, repr(error)))
-                break
-            info = infos.get(first) or next(iter(infos.values()), {})
-            report.mismatches.extend(_compare(index, number, turn, turn_scores(rewards, info)))
-        else:
-            if env.agents:
-                report.mismatches.append(
-                    Mismatch(index, len(episode["turns"]), "turns", len(episode["turns"]), "more")
-                )
+    try:
+        for episode in document["episodes"]:
+            _replay(env, episode, first, report)
+    finally:
+        env.close()
     return report
+
+
+def _replay(env: Any, episode: Mapping[str, Any], first: str, report: Rescored) -> None:
+    index, turns = episode["index"], episode["turns"]
+    env.reset(seed=episode["seed"], options={"task": episode["task"], "split": episode["split"]})
+    report.episodes += 1
+    for number, turn in enumerate(turns):
+        report.turns += 1
+        if not env.agents:  # the replay ended before the record did
+            report.mismatches.append(Mismatch(index, number, "turns", len(turns), number))
+            return
+        try:
+            _, rewards, _, _, infos = env.step(turn["actions"])
+        except Exception as error:  # a recorded action the env now refuses
+            report.mismatches.append(Mismatch(index, number, "error", None, repr(error)))
+            return
+        info = infos.get(first) or next(iter(infos.values()), {})
+        report.mismatches.extend(_compare(index, number, turn, turn_scores(rewards, info)))
+    if env.agents:  # the record ended before the replay did
+        report.mismatches.append(
+            Mismatch(index, len(turns), "turns", len(turns), f"more than {len(turns)}")
+        )
 
 
 def _compare(
