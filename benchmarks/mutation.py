@@ -112,6 +112,26 @@ EQUIVALENT_RULES: list[tuple[str, str, str]] = [
         "a pair of the wrong length fails the `for k, v in body` unpacking instead, with the"
         " same ValueError",
     ),
+    (
+        "ReplaceComparisonOperator_Eq_GtE|ReplaceComparisonOperator_Eq_LtE",
+        r'elif baseline >= "rloo":|if std <= "population":',
+        "the name was checked against its list first, and of the names left at that branch only"
+        ' the one compared passes the ordering ("max" < "rloo"; "unbiased" > "population")',
+    ),
+    (
+        "ReplaceComparisonOperator_Gt_NotEq|ReplaceComparisonOperator_Eq_GtE|"
+        "ReplaceComparisonOperator_Gt_GtE|NumberReplacer",
+        r"if passed != 0 and analysis|passed >= n_tests\)|n_tests (>=|!=) 0 and passed =="
+        r"|if n_tests else 1\.0",
+        "passes are counted over a problem's tests, and a problem has at least one test"
+        " (CodeProblem refuses none), so 0 <= passed <= n_tests and n_tests >= 1",
+    ),
+    (
+        "ReplaceTrueWithFalse",
+        r"zip\((pairs, analyses|owners, ran|pairs, analyses, results), strict=False\)",
+        "the zipped lists are built from the same list, or their lengths were checked on the line"
+        " before",
+    ),
 ]
 """Survivors judged equivalent (no input can tell them from the original): operator names (a
 regex), a regex on the mutated line, and the reason. Each rule was read by hand against the

@@ -350,10 +350,44 @@ def test_a_sandbox_that_loses_results_is_an_error(x_or_y, sandbox) -> None:
         rules.score_code_batch(pairs, Losing())
 
 
+class ExtraResult:
+    """A sandbox answering one result more than it was asked for."""
+
+    def __init__(self, sandbox) -> None:
+        self.sandbox = sandbox
+
+    def run_many(self, jobs):
+        results = self.sandbox.run_many(jobs)
+        return [*results, results[0]]
+
+
+def test_a_sandbox_that_answers_extra_results_is_an_error(x_or_y, sandbox) -> None:
+    pairs = [(x_or_y, IS_PRIME, MAIN_USING_AUX)]
+    with pytest.raises(RuntimeError, match="returned 2 results for 1 jobs"):
+        rules.score_code_batch(pairs, ExtraResult(sandbox))
+
+
 @pytest.mark.parametrize("value", [0, -1, True, 2.5, "3"])
 def test_max_timeouts_must_be_a_positive_int(x_or_y, value) -> None:
     with pytest.raises(ValueError, match="max_timeouts must be a positive int"):
         rules.evaluate_code(x_or_y, IS_PRIME, MAIN_USING_AUX, sandbox=object(), max_timeouts=value)
+
+
+@pytest.mark.parametrize("value", [0, 0.0, -1, "3", None])
+def test_timeout_must_be_positive_seconds(x_or_y, value) -> None:
+    with pytest.raises(ValueError, match="timeout must be positive seconds"):
+        rules.evaluate_code(x_or_y, IS_PRIME, MAIN_USING_AUX, sandbox=object(), timeout=value)
+
+
+def test_a_wrapper_of_its_own_aux_is_no_thin_wrapper_of_the_partner(x_or_y, sandbox) -> None:
+    """The thin-wrapper metric describes how main uses the partner's aux. A main that binds
+    `aux` itself (here a parameter) only wraps its own function: no aux call, no thin
+    wrapper, however thin its body."""
+    wrapper = "def x_or_y(n, x, y, aux=lambda n, x, y: y):\n    return aux(n, x, y)"
+    outcome = rules.evaluate_code(x_or_y, IS_PRIME, wrapper, sandbox=sandbox)
+    assert outcome.analysis.thin_wrapper and outcome.analysis.aux_shadowed
+    metrics = outcome.breakdown.metrics
+    assert (metrics["aux_used"], metrics["thin_wrapper"]) == (0.0, 0.0)
 
 
 def test_one_timeout_allowed_is_a_valid_setting(x_or_y, sandbox) -> None:
@@ -372,6 +406,19 @@ def test_hundreds_of_tests_pass_as_a_whole(sandbox) -> None:
     main = "def inc(n):\n    return n + 1"
     metrics = rules.evaluate_code(problem, "", main, sandbox).breakdown.metrics
     assert (metrics["tests_passed"], metrics["tests_total"], metrics["pass"]) == (300, 300, 1.0)
+
+
+def test_a_batch_of_hundreds_of_answers_is_one_call(sandbox) -> None:
+    """300 jobs in one run_many call (past the small-int cache, as above), every answer
+    scored; the wrong ones among them fail."""
+    problem = rules.CodeProblem(
+        "one/0", "def inc(n):\n", "def check(candidate):\n    assert candidate(1) == 2\n", "inc"
+    )
+    answers = [f"def inc(n):\n    return n + {k % 3}" for k in range(300)]
+    outcomes = rules.evaluate_code_batch([(problem, "", a) for a in answers], sandbox=sandbox)
+    assert [o.breakdown.metrics["pass"] for o in outcomes] == [
+        float(k % 3 == 1) for k in range(300)
+    ]
 
 
 # ----- the tests of check(candidate) --------------------------------------------------------------
