@@ -211,6 +211,17 @@ def test_partial_passes_add_the_exact_fraction(x_or_y, sandbox) -> None:
     assert outcome.result.failed_test == 1
 
 
+def test_one_passing_test_is_enough_for_the_collaboration_levels(x_or_y, sandbox) -> None:
+    """tasks.md: the aux-called and not-a-wrapper levels need at least one passing test. Only
+    test 1 (n = 7) passes here: 0.4 + 0.6 + 0.5 + 1/5 + 0.5 + 1.0."""
+    main = "def x_or_y(n, x, y):\n    if aux(n) and n == 7:\n        return x\n    return -1"
+    outcome = rules.evaluate_code(x_or_y, IS_PRIME, main, sandbox)
+    assert outcome.result.passed == (True, False, False, False, False)
+    b = outcome.breakdown
+    assert b.components["aux_called"] == 0.5 and b.components["not_wrapper"] == 1.0
+    assert b.total == pytest.approx(0.4 + 0.6 + 0.5 + 0.2 + 0.5 + 1.0)
+
+
 def test_fences_and_chatter_around_the_code(x_or_y, sandbox) -> None:
     aux = f"Sure! Here is the helper:\n\n```python\n{IS_PRIME}\n```\n\nIt returns True for primes."
     main = f"Here you go:\n{MAIN_USING_AUX}\nThis uses the helper from my partner."
