@@ -51,27 +51,32 @@ TARGETS: dict[str, Target] = {
     "sampling": Target("collabzoo/algos/sampling.py", ["tests/test_sampling.py"]),
     "plain data": Target("collabzoo/sandbox/plain_data.py", ["tests/test_plain_data.py"]),
     "writing rewards": Target("collabzoo/rewards/writing.py", ["tests/test_writing_rewards.py"]),
-    "strbuild rules": Target("collabzoo/rewards/strbuild.py", ["tests/test_strbuild_rules.py"]),
+    "strbuild rules": Target(
+        "collabzoo/rewards/strbuild.py",
+        ["tests/test_strbuild_rules.py", "tests/test_game_feedback.py", "tests/test_bad_input.py"],
+    ),
     "housebuild rules": Target(
-        "collabzoo/rewards/housebuild.py", ["tests/test_housebuild_rules.py"]
+        "collabzoo/rewards/housebuild.py",
+        [
+            "tests/test_housebuild_rules.py",
+            "tests/test_game_feedback.py",
+            "tests/test_bad_input.py",
+        ],
     ),
     "actor-critic losses": Target(
         "collabzoo/algos/actor_critic.py",
         [
             "tests/test_learner_maths.py",
             *QUICK_MUTANTS_KILLED,
+            "tests/test_gae.py",
             "tests/test_actor_critic.py",
+            # the learning runs take minutes per mutant; the maths and mutant tests come first
             "--deselect",
-            "tests/test_actor_critic.py::"
-            "test_long_horizon_sparse_comparison_at_equal_environment_steps",
+            "tests/test_actor_critic.py::test_actor_critic_learners_raise_the_team_reward",
+            "--deselect",
+            "tests/test_actor_critic.py::test_long_horizon_sparse_comparison",
         ],
-        (
-            "clipped_policy_loss",
-            "value_loss",
-            "_mean",
-            "branch_estimates",
-            "_normalise",
-        ),
+        ("clipped_policy_loss", "value_loss", "_mean", "branch_estimates", "_normalise"),
     ),
     "code reward": Target(
         "collabzoo/rewards/code.py",
