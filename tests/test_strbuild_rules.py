@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,56 @@ def test_oracle_scores_the_maximum_and_naive_less(word: str) -> None:
     assert results["oracle"][1]["iou"] == 1.0 and results["oracle"][1]["adjacency"] == 0.0
     # Naive: everything covered in white_concrete: adjacency 1, both palettes incomplete.
     assert results["naive"][0] == pytest.approx(0.5)
+
+
+# ----- corners the mutation run found untested ----------------------------------------------------
+def test_the_world_records_who_placed_each_block_and_nobody_elsewhere() -> None:
+    out = score(
+        "/setblock 0 4 0 oak_planks\n/setblock 1 4 0 stone",
+        "/setblock 1 4 0 air\n/setblock 2 4 0 obsidian",  # clears agent 1's (1,4)
+    )
+    world = out.world
+    assert len(world.blocks) == len(world.owners) == 5 * 5
+    assert (world.owners[20], world.owners[21], world.owners[22]) == (0, -1, 1)  # y = 4 row
+    assert world.owners.count(-1) == 25 - 2 and world.blocks[21] == "air"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        world.blocks = ()  # outcomes are values: env copies may share them
+
+
+def test_an_out_of_area_line_names_the_area() -> None:
+    parsed = parse_strbuild_answer(
+        "/setblock 26 0 0 stone", width=26, height=5, palette=("oak_planks", "stone")
+    )
+    assert parsed.rejected[0].reason == "(26, 0, 0) is outside the build area [0,0,0]..[25,4,0]"
+
+
+@pytest.mark.parametrize("rows", [(), ("",), ("#.", "#"), ("#.", "#x")])
+def test_malformed_targets_are_refused(rows) -> None:
+    with pytest.raises(ValueError, match="StrBuild target"):
+        StrBuildTarget(rows)
+
+
+def test_one_row_and_all_target_pictures() -> None:
+    row = StrBuildTarget(("#.#",))
+    assert (row.width, row.height, row.positions()) == (3, 1, [(0, 0, 0), (2, 0, 0)])
+    full = StrBuildTarget(("##", "##"))  # no empty cell: nothing can be extra
+    b = score_strbuild(full, ["/setblock 0 0 0 stone", ""]).breakdown
+    assert b.metrics["extra"] == 0.0 and b.metrics["coverage"] == 0.25
+
+
+def test_palettes_of_any_names_count_as_missing_until_used() -> None:
+    """A block that sorts before "air" still has to be used; "air" in a palette (here built at
+    run time, as read from a config file) never does."""
+    air = "".join(["a", "ir"])
+    palettes = [("acacia_planks", "stone", air), ("white_concrete", "obsidian")]
+    second = "/setblock 2 4 0 white_concrete\n/setblock 3 4 0 obsidian"
+    only_stone = score_strbuild(I, ["/setblock 0 4 0 stone", second], palettes=palettes)
+    assert only_stone.breakdown.metrics["missing_palettes"] == 1.0
+    both = "/setblock 0 4 0 stone\n/setblock 1 4 0 acacia_planks"
+    complete = score_strbuild(I, [both, second], palettes=palettes)
+    assert complete.breakdown.metrics["missing_palettes"] == 0.0
+
+
+def test_one_answer_per_palette() -> None:
+    with pytest.raises(ValueError, match="expected 2 answers"):
+        score_strbuild(I, ["/setblock 0 4 0 stone"])
