@@ -46,6 +46,18 @@ SAMPLE = {
         "math.sqrt(squares / (k - 1))",
         ["tests/test_advantages.py"],
     ),
+    "StrBuild neighbours wrapping across rows": (
+        "collabzoo/rewards/strbuild.py",
+        "if i % w != w - 1 and textures[i + 1] is not None:",
+        "if i + 1 < w * h and textures[i + 1] is not None:",
+        ["tests/test_strbuild_rules.py"],
+    ),
+    "HouseBuild's allowance one block short": (
+        "collabzoo/rewards/housebuild.py",
+        "if spent > limit:",
+        "if spent >= limit:",
+        ["tests/test_housebuild_rules.py"],
+    ),
     "writing rewards' word sets not lower-cased": (
         "collabzoo/rewards/writing.py",
         "_WORD.findall(text.lower())",
