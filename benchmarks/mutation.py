@@ -154,6 +154,27 @@ EQUIVALENT_RULES: list[tuple[str, str, str]] = [
         r"return len\(self\.rows\[ ?-1\]\)",
         "every row has the same length, checked when the target is made",
     ),
+    (
+        "ReplaceComparisonOperator_Lt_NotEq|ReplaceComparisonOperator_Lt_LtE",
+        r"if 1\.3 <= u != 2\.0:|if 0\.5 <= u <= 0\.7:",
+        "the band's other end was taken by the branch just above (u >= 2.0; 0.7 <= u)",
+    ),
+    (
+        "ReplaceBinaryOperator_Sub_Mod",
+        r"\(r % 3\.2\) / 1\.8|\(r % 0\.8\) / 0\.5",
+        "inside the band (3.2 < r <= 5.0; 0.8 <= r < 1.3) r % c is r - c, and both are exact"
+        " (fmod always is; the subtraction by Sterbenz's lemma, c <= r <= 2c)",
+    ),
+    (
+        "ReplaceComparisonOperator_Eq_LtE",
+        r'if mode <= "substring":',
+        'the mode was checked against ("substring", "words") first, and "words" sorts after',
+    ),
+    (
+        "ReplaceBinaryOperator_BitAnd_Mul",
+        r"count_nonzero\(built \* wanted\)",
+        "on boolean arrays numpy's * is the logical and, like &",
+    ),
 ]
 """Survivors judged equivalent (no input can tell them from the original): operator names (a
 regex), a regex on the mutated line, and the reason. Each rule was read by hand against the

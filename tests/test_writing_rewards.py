@@ -355,3 +355,11 @@ def test_writing_word_sets_ignore_case() -> None:
     assert scored.components["jaccard"] == pytest.approx(0.6)
     assert scored.total == pytest.approx(lowered.total)
     assert scored.components == pytest.approx(lowered.components)
+
+
+def test_an_unknown_transition_mode_is_refused() -> None:
+    assert transition_categories("however, so", mode="words") == transition_categories(
+        "however, so"
+    )
+    with pytest.raises(ValueError, match="transitions must be one of"):
+        transition_categories("however", mode="whole-words")

@@ -64,9 +64,9 @@ def _tldr_length(r: float) -> float | None:
 
 def _tldr_vocabulary(u: float) -> float | None:
     if u >= 2.0:
-        return 0.5
+        return VOCABULARY_REWARD
     if 1.3 <= u < 2.0:
-        return 0.5 * (u - 1.3) / 0.7
+        return VOCABULARY_REWARD * (u - 1.3) / 0.7
     return None
 
 
@@ -82,11 +82,11 @@ def _arxiv_length(r: float) -> float | None:
 
 def _arxiv_vocabulary(u: float) -> float | None:
     if 0.7 <= u <= 1.3:
-        return 0.5
+        return VOCABULARY_REWARD
     if 0.5 <= u < 0.7:
-        return 0.5 * (u - 0.5) / 0.2
+        return VOCABULARY_REWARD * (u - 0.5) / 0.2
     if 1.3 < u <= 1.7:
-        return 0.5 * (1.0 - (u - 1.3) / 0.4)
+        return VOCABULARY_REWARD * (1.0 - (u - 1.3) / 0.4)
     return None
 
 
@@ -112,6 +112,8 @@ def word_set(text: str) -> set[str]:
 
 def transition_categories(text: str, mode: str = "substring") -> int:
     """How many transition categories have a phrase in `text` (lower-cased)."""
+    if mode not in TRANSITION_MODES:
+        raise ValueError(f"transitions must be one of {TRANSITION_MODES}, got {mode!r}")
     lowered = text.lower()
     _, categories = lexicon()
     if mode == "substring":
