@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -181,3 +182,102 @@ def test_data_formats_load_the_same_houses(reference_houses_path: Path, tmp_path
     for source in ("houses.jsonl", "houses.jsonl.gz", "split"):
         env = collabzoo.make("housebuild", data=str(tmp_path / source))
         assert [h.task_id for h in env.items("eval")] == expected
+
+
+# ----- corners the mutation run found untested ----------------------------------------------------
+@pytest.mark.parametrize(
+    "line",
+    [
+        "/fill 6 0 0 6 0 0 stone_bricks",  # x1 = X
+        "/fill 0 0 0 8 0 0 stone_bricks",  # x2 past X
+        "/fill 0 0 0 -1 0 0 stone_bricks",  # x2 negative
+        "/fill 0 0 7 0 0 7 stone_bricks",  # z1 = Z
+        "/fill 0 7 0 0 7 0 stone_bricks",  # y = Y
+    ],
+)
+def test_a_corner_outside_the_area_rejects_the_line_and_names_the_area(house, line) -> None:
+    parsed = parse_housebuild_answer(
+        f"{line}\n/fill 0 0 0 0 0 0 stone_bricks", house, resource_limits=None
+    )
+    assert [r.line for r in parsed.rejected] == [line]
+    assert parsed.rejected[0].reason == "a corner is outside the build area [0,0,0]..[5,6,6]"
+    assert len(parsed.accepted) == 1  # reading goes on after a rejected line
+
+
+def test_fills_span_both_ways_on_every_axis_and_record_who_placed_what(house) -> None:
+    up = "/fill 0 0 1 1 2 1 stone_bricks"  # 2 x 3 x 1, y rising
+    down = "/fill 5 2 6 4 0 5 obsidian"  # 2 x 3 x 2, every axis falling
+    cleared = "/fill 0 1 1 0 1 1 air"  # agent 2 clears one of agent 1's cells
+    out = score_housebuild(house, [f"{up}\n{down}", cleared], spider_attacks=None, resources=False)
+    stone = house.blocks.index("stone_bricks")
+    assert int(np.count_nonzero(out.world == stone)) == 6 - 1
+    assert int(np.count_nonzero(out.world == house.blocks.index("obsidian"))) == 12
+    assert out.owner.shape == house.grid.shape
+    assert out.owner[0, 0, 1] == 0 and out.owner[5, 2, 6] == 0 and out.owner[4, 0, 5] == 0
+    assert out.owner[0, 1, 1] == -1, "cleared to air: nobody's block"
+    assert int(np.count_nonzero(out.owner == -1)) == house.grid.size - (6 - 1) - 12
+
+
+def test_a_line_with_a_block_off_the_palette_does_not_end_the_reading(house) -> None:
+    parsed = parse_housebuild_answer(
+        "/fill 0 0 0 0 0 0 diamond_block\n/fill 0 0 0 0 0 0 stone_bricks",
+        house,
+        resource_limits=None,
+    )
+    assert len(parsed.rejected) == 1 and parsed.accepted == [
+        ("fill", 0, 0, 0, 0, 0, 0, "stone_bricks")
+    ]
+
+
+def test_the_first_fill_over_the_allowance_says_what_is_left(house) -> None:
+    parsed = parse_housebuild_answer(
+        "/fill 2 1 1 3 1 1 planks", house, resource_limits=house.resource_limits
+    )
+    assert parsed.rejected[0].reason == "not enough planks: this fill needs 2, 1 of your 1 left"
+
+
+def test_blocks_of_any_name_get_an_allowance_and_air_never_does() -> None:
+    """A block that sorts before "air" is charged like any other; "air" read from a JSON file
+    (not the interned literal) never gets an allowance."""
+    spec = json.loads(
+        '{"task_id": "t", "inventory": {"A": "air", "K": "acacia_planks"},'
+        ' "target_spec": {"type": "y_layers", "size": [2, 1, 1],'
+        ' "layers": [{"y": 0, "rows": ["KK"]}]}}'
+    )
+    house = House.from_spec(spec)
+    assert house.resource_limits == {"acacia_planks": 1 + 0}  # c = 2: ceil(1) + floor(0.5)
+    assert "air" in house.palette and "acacia_planks" in house.palette
+    parsed = parse_housebuild_answer(
+        "/fill 0 0 0 1 0 0 acacia_planks\n/fill 0 0 0 1 0 0 air",
+        house,
+        resource_limits=house.resource_limits,
+    )
+    assert [c[-1] for c in parsed.accepted] == ["air"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        house.grid = None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"type": "x_layers"}, "unsupported target_spec type"),
+        ({"layers": [{"y": -1, "rows": ["KK"]}]}, "layer y=-1"),
+        ({"layers": [{"y": 0, "rows": ["KK", "KK"]}]}, "must have 1 rows of 2"),
+        ({"layers": [{"y": 0, "rows": ["K"]}]}, "must have 1 rows of 2"),
+    ],
+)
+def test_malformed_house_layers_are_refused(change: dict, message: str) -> None:
+    target = {"type": "y_layers", "size": [2, 1, 1], "layers": [{"y": 0, "rows": ["KK"]}]}
+    spec = {"inventory": {"A": "air", "K": "planks"}, "target_spec": {**target, **change}}
+    with pytest.raises(ValueError, match=message):
+        House.from_spec(spec)
+
+
+def test_spiders_attack_for_one_to_three_and_the_score_tops_out_at_one() -> None:
+    env = collabzoo.make("housebuild")
+    attacks = set()
+    for seed in range(40):
+        env.reset(seed=seed)
+        attacks.update(env.spider_attacks)
+    assert attacks == {1, 2, 3}  # tasks.md: uniformly from 1..3, each spider
+    assert env.max_reward == 1.0
