@@ -27,6 +27,8 @@ SETTINGS = [
     Sampling(temperature=1.3, top_p=0.9, top_k=None),  # nucleus only
     Sampling(temperature=0.8, top_p=1.0, top_k=5),  # top-k only
     Sampling(temperature=0.7, top_p=0.95, top_k=3),  # both, top-k the tighter
+    Sampling(temperature=1.0, top_p=0.3, top_k=None),  # a narrow nucleus (top_p < 1/2)
+    Sampling(temperature=0.9, top_p=0.2, top_k=20),  # both, the nucleus the tighter
 ]
 
 
@@ -56,7 +58,7 @@ def test_the_warp_equals_transformers_warpers(sampling: Sampling) -> None:
         assert torch.allclose(ours[kept], expected[kept], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("sampling", SETTINGS[4:], ids=["k", "pk"])
+@pytest.mark.parametrize("sampling", SETTINGS[4:6], ids=["k", "pk"])
 def test_ties_at_the_top_k_boundary_keep_what_transformers_keeps(sampling: Sampling) -> None:
     """bf16 logits tie often: top-k then keeps every token equal to the k-th value."""
     generator = torch.Generator().manual_seed(1)
@@ -82,7 +84,9 @@ def left_padded(policy: LLMPolicy, prompts: list[list[int]]) -> tuple[torch.Tens
     return ids, attention
 
 
-@pytest.mark.parametrize("sampling", SETTINGS[:1] + SETTINGS[3:], ids=["reference", "p", "k", "pk"])
+@pytest.mark.parametrize(
+    "sampling", SETTINGS[:1] + SETTINGS[3:6], ids=["reference", "p", "k", "pk"]
+)
 def test_scoring_reproduces_what_generate_sampled_from(sampling: Sampling) -> None:
     """The model's generation_config asks for a repetition penalty, min-p and typical-p (as hub
     configs do): sampling must not apply them, and the sampled tokens' log-probabilities under
