@@ -3,6 +3,7 @@ trains, resume is exact (critics and their optimizers included), and any Paralle
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -29,7 +30,14 @@ from collabzoo.algos import (  # noqa: E402
 )
 from collabzoo.algos.rollout_tree import expanded_nodes  # noqa: E402
 from tests.conftest import REPOSITORY  # noqa: E402
-from tests.test_learners import EvenStart, parameters, team  # noqa: E402
+from tests.test_learners import (  # noqa: E402
+    LEARNED,
+    LEARNING_SEEDS,
+    EvenStart,
+    learning_run,
+    parameters,
+    team,
+)
 
 FROM_SCRATCH = {  # byte-level models trained from scratch on TinyCoop
     "max_new_tokens": 1,
@@ -67,18 +75,17 @@ def critic_parameters(trainer) -> list:
 def test_actor_critic_learners_raise_the_team_reward_on_tinycoop(
     trainer_class, config, tmp_path
 ) -> None:
-    """Random byte-level policies win about 3-6% of TinyCoop turns; after 40 updates the team
-    must win at least 20% (the signal-blind convention already wins 50%)."""
-    torch.manual_seed(0)
-    config.output_dir, config.max_updates = str(tmp_path), 40
-    trainer = trainer_class(lambda: collabzoo.make("tinycoop"), team(), config)
-    before = trainer.evaluate(64)["mean_return"]
-    last = trainer.train()
-    after = trainer.evaluate(64)["mean_return"]
-    assert before <= 0.1, before
-    assert after >= 0.2, (before, after)
-    assert math.isfinite(last["value_loss"]) and last["skipped"] == 0.0
-    assert trainer.rollout.env_steps == 40 * 8 * 8
+    """Random byte-level policies win 2-3% of TinyCoop's evaluation episodes (the
+    signal-blind convention already wins 50%); after 40 updates each of two seeds must win at
+    least LEARNED (test_learners; the measured spread is in its docstring)."""
+    config = dataclasses.replace(config, max_updates=40)
+    for seed in LEARNING_SEEDS:
+        run = learning_run(trainer_class, config, seed, tmp_path / str(seed))
+        before, after, trainer, last = run
+        assert before <= 0.1, (seed, before)
+        assert after >= LEARNED, (seed, before, after)
+        assert trainer.rollout.env_steps == 40 * 8 * 8
+        assert math.isfinite(last["value_loss"]) and last["skipped"] == 0.0
 
 
 # ----- critic kinds -------------------------------------------------------------------------------

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
 import subprocess
 import sys
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import gymnasium
 import pytest
@@ -43,8 +44,38 @@ FROM_SCRATCH = {  # settings for byte-level models trained from scratch
 }
 
 
-def team(agents=("alpha", "beta")) -> dict[str, LLMPolicy]:
-    return {a: LLMPolicy(*tiny_causal_lm(seed=i)) for i, a in enumerate(agents)}
+def team(agents=("alpha", "beta"), seed: int = 0) -> dict[str, LLMPolicy]:
+    """Byte-level models trained from scratch; `seed` picks another random start."""
+    return {a: LLMPolicy(*tiny_causal_lm(seed=10 * seed + i)) for i, a in enumerate(agents)}
+
+
+LEARNING_SEEDS = (0, 1)
+"""Every learning test decides over these seeds: each must clear the bound on its own."""
+
+LEARNED = 0.35
+"""The evaluation return every seed must reach after training on TinyCoop. Measured over seeds
+0-3 (64 evaluation episodes each; random play: 0.016-0.031):
+
+    learner       after training                 mean   sd
+    MAGRPO        0.469 0.563 0.531 0.547        0.527  0.036
+    MA-REINFORCE  0.531 0.563 0.531 0.547        0.543  0.013
+    IAC           0.469 0.563 0.469 0.547        0.512  0.043
+    IPPO          0.531 0.563 0.531 0.547        0.543  0.013
+    CC            0.469 0.438 0.469 0.453        0.457  0.013
+
+0.35 is at least three standard deviations below every learner's mean and ten times random
+play; a learner that does not learn stays near 0.03."""
+
+
+def learning_run(trainer_class, config, seed: int, path) -> tuple[float, float, Any, dict]:
+    """(mean return before, after, the trainer, the last update's metrics) of a run from
+    scratch on TinyCoop, seeded by `seed` (the models' start, the episodes and the sampling),
+    evaluated on 64 episodes."""
+    config = dataclasses.replace(config, output_dir=str(path), seed=seed)
+    trainer = trainer_class(lambda: collabzoo.make("tinycoop"), team(seed=seed), config)
+    before = trainer.evaluate(64)["mean_return"]
+    last = trainer.train()
+    return before, trainer.evaluate(64)["mean_return"], trainer, last
 
 
 # ----- learning ---------------------------------------------------------------------------------
@@ -57,17 +88,17 @@ def team(agents=("alpha", "beta")) -> dict[str, LLMPolicy]:
     ids=["magrpo", "mareinforce-rloo"],
 )
 def test_learners_raise_the_team_reward_on_tinycoop(trainer_class, config, tmp_path) -> None:
-    """Random byte-level policies win about 3% of TinyCoop turns (most first tokens decode to
-    nothing or to the wrong parity); after 50 updates the team must win at least 20%."""
-    torch.manual_seed(0)
-    config.output_dir, config.max_updates, config.save_steps = str(tmp_path), 50, 0
-    trainer = trainer_class(lambda: collabzoo.make("tinycoop"), team(), config)
-    before = trainer.evaluate(64)["mean_return"]
-    trainer.train()
-    after = trainer.evaluate(64)["mean_return"]
-    assert before <= 0.1, before
-    assert after >= 0.2, (before, after)
-    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    """Random byte-level policies win 2-3% of TinyCoop's evaluation episodes (most first
+    tokens decode to nothing or to the wrong parity); after 50 updates each of two seeds must
+    win at least LEARNED (the measured spread is in its docstring)."""
+    config = dataclasses.replace(config, max_updates=50, save_steps=0)
+    for seed in LEARNING_SEEDS:
+        before, after, _, _ = learning_run(trainer_class, config, seed, tmp_path / str(seed))
+        assert before <= 0.1, (seed, before)
+        assert after >= LEARNED, (seed, before, after)
+    records = [
+        json.loads(line) for line in (tmp_path / "1" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert [r["update"] for r in records] == list(range(1, 51))
     assert all({"env_steps", "mean_return", "loss"} <= set(r) for r in records)
     assert records[-1]["env_steps"] == 50 * 8 * 8

@@ -67,33 +67,37 @@ def test_mlp_policy_rejects_what_it_cannot_read() -> None:
 
 
 def test_ippo_with_mlp_policies_learns_mpe_simple(tmp_path) -> None:
-    """A short IPPO run on mpe2's simple_v3 (reach the landmark): the mean step reward of the
-    last updates must be far above the first update's (random) one."""
+    """Short IPPO runs on mpe2's simple_v3 (reach the landmark), two seeds: the mean step reward
+    of the last 5 of 30 updates must beat the first (random) update's by 0.5. Measured over
+    seeds 0-3, the gain is 1.29, 1.69, 2.37 and 1.18 (mean 1.63, sd 0.47); a learner that does
+    not learn gains about 0."""
     simple = require_module("mpe2.simple_v3", "interop")
-    torch.manual_seed(0)
 
     def make():
         return simple.parallel_env(max_cycles=25)
 
-    args = IPPOConfig(
-        output_dir=str(tmp_path),
-        max_updates=30,
-        rollout_buffer_size=16,
-        discount=0.99,
-        actor_learning_rate=3e-3,
-        critic_learning_rate=3e-3,
-        reward_scale=0.1,
-        mini_batch_size=100,
-        value_clip_range=None,
-        entropy_coef=0.01,
-        max_grad_norm=0.5,
-        logprob_batch_size=10_000,
-        **QUIET,
-    )
-    trainer = IPPOTrainer(env=make, models=mlp_team(make()), args=args)
-    rewards = [trainer.train_step()["mean_reward"] / 0.1 for _ in range(args.max_updates)]
-    first, last = rewards[0], sum(rewards[-5:]) / 5
-    assert last > first + 0.5, rewards  # raw per-step reward: about -1.6 at random
+    for seed in (0, 1):
+        args = IPPOConfig(
+            output_dir=str(tmp_path / str(seed)),
+            seed=seed,
+            max_updates=30,
+            rollout_buffer_size=16,
+            discount=0.99,
+            actor_learning_rate=3e-3,
+            critic_learning_rate=3e-3,
+            reward_scale=0.1,
+            mini_batch_size=100,
+            value_clip_range=None,
+            entropy_coef=0.01,
+            max_grad_norm=0.5,
+            logprob_batch_size=10_000,
+            **QUIET,
+        )
+        torch.manual_seed(seed)
+        trainer = IPPOTrainer(env=make, models=mlp_team(make(), seed=10 * seed), args=args)
+        rewards = [trainer.train_step()["mean_reward"] / 0.1 for _ in range(args.max_updates)]
+        first, last = rewards[0], sum(rewards[-5:]) / 5
+        assert last > first + 0.5, (seed, rewards)  # raw per-step reward: about -1.6 at random
     trainer.save(tmp_path / "saved")
     assert (tmp_path / "saved" / "agent_0" / "mlp.pt").exists()
     assert (tmp_path / "saved" / "critic-agent_0" / "mlp.pt").exists()
