@@ -128,7 +128,7 @@ EQUIVALENT_RULES: list[tuple[str, str, str]] = [
     (
         "ReplaceComparisonOperator_Gt_NotEq|ReplaceComparisonOperator_Eq_GtE|"
         "ReplaceComparisonOperator_Gt_GtE|NumberReplacer",
-        r"if passed != 0 and analysis|passed >= n_tests\)|n_tests (>=|!=) 0 and passed =="
+        r"if passed != 0 and analysis|passed >= n_tests\)|n_tests (>= 0|!= 0|> -1) and passed =="
         r"|if n_tests else -?1\.0",
         "passes are counted over a problem's tests, and a problem has at least one test"
         " (CodeProblem refuses none), so 0 <= passed <= n_tests and n_tests >= 1",

@@ -386,8 +386,11 @@ def test_max_timeouts_must_be_a_positive_int(x_or_y, value) -> None:
 
 @pytest.mark.parametrize("value", [0, 0.0, -1, "3", None])
 def test_timeout_must_be_positive_seconds(x_or_y, value) -> None:
-    with pytest.raises(ValueError, match="timeout must be positive seconds"):
-        rules.evaluate_code(x_or_y, IS_PRIME, MAIN_USING_AUX, sandbox=object(), timeout=value)
+    """Refused up front, also when no test would run (main missing: the sandbox's own check
+    on each job never comes)."""
+    for main in (MAIN_USING_AUX, ""):
+        with pytest.raises(ValueError, match="timeout must be positive seconds"):
+            rules.evaluate_code(x_or_y, IS_PRIME, main, sandbox=object(), timeout=value)
 
 
 def test_a_wrapper_of_its_own_aux_is_no_thin_wrapper_of_the_partner(x_or_y, sandbox) -> None:
