@@ -181,6 +181,27 @@ EQUIVALENT_RULES: list[tuple[str, str, str]] = [
         "top-k keeps at least k tokens, so the count is never below k: the mutant always takes"
         " the full sort, which is exact in every case (only slower)",
     ),
+    (
+        "ReplaceComparisonOperator_NotEq_Lt",
+        r"if i % w < w - 1 and",
+        "i % w lies in 0..w-1, where != w - 1 and < w - 1 agree",
+    ),
+    (
+        "ReplaceComparisonOperator_Eq_Is",
+        r'if command\[0\] is "fill":|c\[0\] is "kill" for',
+        "the parser builds its command tuples with these very literals, and CPython interns"
+        " identical literals, so `is` and `==` agree on them",
+    ),
+    (
+        "ReplaceTrueWithFalse",
+        r"zip\(totals, counts, strict=False\)",
+        "both lists are made k long two lines above",
+    ),
+    (
+        "ReplaceComparisonOperator_Eq_LtE",
+        r"^\s*if k <= 0:",
+        "k is a length, never negative",
+    ),
 ]
 """Survivors judged equivalent (no input can tell them from the original): operator names (a
 regex), a regex on the mutated line, and the reason. Each rule was read by hand against the

@@ -61,19 +61,23 @@ def test_edge_groups_empty_two_and_one() -> None:
     assert group_advantages([1.0, 4.0], "rloo") == [1.0 - 4.0, 4.0 - 1.0]
     with pytest.raises(ValueError, match="at least 2 samples"):
         group_advantages([1.0], "rloo")
+    # one sample has no spread to normalise by: it is left as it is
+    assert group_advantages([3.0], "raw", normalize=True) == [3.0]
 
 
 def test_options_read_from_a_config_file_choose_like_literals() -> None:
     """Option names built at run time (as from a JSON config or the command line) are equal
     to the literals but not the same objects: compared with `is`, they would fall through to
     another branch."""
-    rloo, unbiased = "".join(["rl", "oo"]), "".join(["un", "biased"])
+    rloo, mean = "".join(["rl", "oo"]), "".join(["me", "an"])
+    unbiased = "".join(["un", "biased"])
     population = "".join(["popu", "lation"])
     assert id(rloo) != id("rloo") and id(population) != id("population")  # not interned
     assert group_advantages(G, rloo) == pytest.approx(
         [1 - 11 / 3, 2 - 10 / 3, 4 - 8 / 3, 5 - 7 / 3]
     )
     centred = [-2.0, -1.0, 1.0, 2.0]
+    assert group_advantages(G, mean) == centred
     for std, squares_over in ((population, 4), (unbiased, 3)):
         assert group_advantages(G, "mean", normalize=True, std=std) == pytest.approx(
             [e / math.sqrt(10 / squares_over) for e in centred], rel=1e-6

@@ -193,11 +193,15 @@ def test_data_formats_load_the_same_houses(reference_houses_path: Path, tmp_path
         "/fill 0 0 0 -1 0 0 stone_bricks",  # x2 negative
         "/fill 0 0 7 0 0 7 stone_bricks",  # z1 = Z
         "/fill 0 7 0 0 7 0 stone_bricks",  # y = Y
+        "/fill 6 0 0 0 0 0 stone_bricks",  # x1 = X alone
+        "/fill 7 0 0 0 0 0 stone_bricks",  # x1 past X alone
+        "/fill 0 9 0 0 0 0 stone_bricks",  # y1 past Y alone
+        "/fill 0 0 0 0 8 0 stone_bricks",  # y2 past Y alone
     ],
 )
 def test_a_corner_outside_the_area_rejects_the_line_and_names_the_area(house, line) -> None:
     parsed = parse_housebuild_answer(
-        f"{line}\n/fill 0 0 0 0 0 0 stone_bricks", house, resource_limits=None
+        text=f"{line}\n/fill 0 0 0 0 0 0 stone_bricks", house=house, resource_limits=None
     )
     assert [r.line for r in parsed.rejected] == [line]
     assert parsed.rejected[0].reason == "a corner is outside the build area [0,0,0]..[5,6,6]"
@@ -234,6 +238,10 @@ def test_the_first_fill_over_the_allowance_says_what_is_left(house) -> None:
         "/fill 2 1 1 3 1 1 planks", house, resource_limits=house.resource_limits
     )
     assert parsed.rejected[0].reason == "not enough planks: this fill needs 2, 1 of your 1 left"
+    tall = parse_housebuild_answer(  # 2 x 3 x 2: charged its whole volume, 12 of 9
+        "/fill 0 1 0 1 3 1 obsidian", house, resource_limits=house.resource_limits
+    )
+    assert tall.rejected[0].reason == "not enough obsidian: this fill needs 12, 9 of your 9 left"
 
 
 def test_blocks_of_any_name_get_an_allowance_and_air_never_does() -> None:
@@ -253,8 +261,35 @@ def test_blocks_of_any_name_get_an_allowance_and_air_never_does() -> None:
         resource_limits=house.resource_limits,
     )
     assert [c[-1] for c in parsed.accepted] == ["air"]
+    out = score_housebuild(house, ["/fill 0 0 0 0 0 0 acacia_planks", ""], spider_attacks=None)
+    assert out.owner[0, 0, 0] == 0 and out.owner[1, 0, 0] == -1
     with pytest.raises(dataclasses.FrozenInstanceError):
         house.grid = None
+
+
+def test_an_empty_build_of_an_all_air_house_is_a_perfect_match() -> None:
+    """No block wanted and none built: IoU's union is empty, and the build is exactly right."""
+    spec = {
+        "inventory": {"A": "air"},
+        "target_spec": {"type": "y_layers", "size": [1, 1, 1], "layers": [{"y": 0, "rows": ["A"]}]},
+    }
+    b = score_housebuild(House.from_spec(spec), ["", ""], spider_attacks=None).breakdown
+    assert (b.metrics["iou"], b.metrics["match"], b.total) == (1.0, 1.0, 1.0)
+
+
+def test_the_area_named_in_rejections_on_an_even_sized_house() -> None:
+    spec = {
+        "inventory": {"A": "air", "K": "planks"},
+        "target_spec": {
+            "type": "y_layers",
+            "size": [2, 2, 2],
+            "layers": [{"y": 0, "rows": ["KK", "KK"]}, {"y": 1, "rows": ["AA", "AA"]}],
+        },
+    }
+    parsed = parse_housebuild_answer(
+        "/fill 0 2 0 0 0 0 planks", House.from_spec(spec), resource_limits=None
+    )
+    assert parsed.rejected[0].reason == "a corner is outside the build area [0,0,0]..[1,1,1]"
 
 
 @pytest.mark.parametrize(
@@ -280,4 +315,5 @@ def test_spiders_attack_for_one_to_three_and_the_score_tops_out_at_one() -> None
         env.reset(seed=seed)
         attacks.update(env.spider_attacks)
     assert attacks == {1, 2, 3}  # tasks.md: uniformly from 1..3, each spider
+    assert len(env.spider_attacks) == 3
     assert env.max_reward == 1.0

@@ -237,8 +237,55 @@ def test_palettes_of_any_names_count_as_missing_until_used() -> None:
     both = "/setblock 0 4 0 stone\n/setblock 1 4 0 acacia_planks"
     complete = score_strbuild(I, [both, second], palettes=palettes)
     assert complete.breakdown.metrics["missing_palettes"] == 0.0
+    assert complete.world.owners[21] == 0  # (1, 4): acacia_planks is agent 1's block
 
 
 def test_one_answer_per_palette() -> None:
     with pytest.raises(ValueError, match="expected 2 answers"):
         score_strbuild(I, ["/setblock 0 4 0 stone"])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "/summon zombie 0 0 0",  # a command sorting after setblock
+        "/setblock 0 0 0",  # too few tokens
+        "/setblock 0 ~ 0 stone",  # a relative coordinate
+        "/setblock 0 0 -1 stone",  # off the wall z = 0
+        "/setblock 0 0 1 stone",
+    ],
+)
+def test_a_rejected_line_of_any_kind_does_not_end_the_reading(bad: str) -> None:
+    parsed = parse_strbuild_answer(
+        text=f"{bad}\n/setblock 1 1 0 stone", width=5, height=5, palette=("stone",)
+    )
+    assert [r.line for r in parsed.rejected] == [bad]
+    assert parsed.accepted == [("setblock", 1, 1, 0, "stone")]
+
+
+def test_extra_blocks_are_a_share_of_the_empty_cells() -> None:
+    """One target cell of six: one extra block is 1/5 of the empty cells."""
+    target = StrBuildTarget(("#..", "..."))
+    b = score_strbuild(target, ["/setblock 2 0 0 stone", ""]).breakdown
+    assert b.metrics["extra"] == pytest.approx(1 / 5)
+
+
+def test_wide_targets_and_one_palette() -> None:
+    """A 300-column picture (a long word) is valid; with a single agent, using its whole
+    palette leaves nothing missing."""
+    wide = StrBuildTarget(("#" * 300,))
+    assert wide.width == 300 and len(wide.cells) == 300
+    one = score_strbuild(
+        I, ["/setblock 0 4 0 oak_planks\n/setblock 1 4 0 stone"], palettes=[("oak_planks", "stone")]
+    )
+    assert one.breakdown.metrics["missing_palettes"] == 0.0
+
+
+def test_bad_target_rows_are_quoted_three_at_most() -> None:
+    with pytest.raises(ValueError, match=r"got \['#x', '#y', '#z'\]$"):
+        StrBuildTarget(("##", "#x", "#y", "#z", "#w"))
+
+
+def test_more_answers_than_palettes_are_refused() -> None:
+    with pytest.raises(ValueError, match="expected 2 answers"):
+        score_strbuild(I, ["", "", ""])
