@@ -202,6 +202,11 @@ EQUIVALENT_RULES: list[tuple[str, str, str]] = [
         r"^\s*if k <= 0:",
         "k is a length, never negative",
     ),
+    (
+        "ReplaceComparisonOperator_Gt_NotEq",
+        r"if normalize and k != 1:",
+        "k == 0 returned earlier, so k != 1 and k > 1 agree",
+    ),
 ]
 """Survivors judged equivalent (no input can tell them from the original): operator names (a
 regex), a regex on the mutated line, and the reason. Each rule was read by hand against the

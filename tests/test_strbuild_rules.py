@@ -248,7 +248,7 @@ def test_one_answer_per_palette() -> None:
 @pytest.mark.parametrize(
     "bad",
     [
-        "/summon zombie 0 0 0",  # a command sorting after setblock
+        "/summon 0 0 0 stone",  # a command sorting after setblock, shaped like one
         "/setblock 0 0 0",  # too few tokens
         "/setblock 0 ~ 0 stone",  # a relative coordinate
         "/setblock 0 0 -1 stone",  # off the wall z = 0
