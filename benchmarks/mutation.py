@@ -155,15 +155,16 @@ EQUIVALENT_RULES: list[tuple[str, str, str]] = [
         "every row has the same length, checked when the target is made",
     ),
     (
-        "ReplaceComparisonOperator_Lt_NotEq|ReplaceComparisonOperator_Lt_LtE",
-        r"if 1\.3 <= u != 2\.0:|if 0\.5 <= u <= 0\.7:",
-        "the band's other end was taken by the branch just above (u >= 2.0; 0.7 <= u)",
+        "ReplaceComparisonOperator_Lt_NotEq|ReplaceComparisonOperator_Lt_LtE|NumberReplacer",
+        r"if 1\.3 <= u != 2\.0:|if 0\.5 <= u <= 0\.7:|if 1\.6 <= r <= 2\.0:|if 2\.2 < r <= 5\.0:",
+        "the band's other end was taken by a branch above (u >= 2.0; 0.7 <= u; r <= 1.6;"
+        " 1.6 <= r <= 3.2)",
     ),
     (
         "ReplaceBinaryOperator_Sub_Mod",
-        r"\(r % 3\.2\) / 1\.8|\(r % 0\.8\) / 0\.5",
-        "inside the band (3.2 < r <= 5.0; 0.8 <= r < 1.3) r % c is r - c, and both are exact"
-        " (fmod always is; the subtraction by Sterbenz's lemma, c <= r <= 2c)",
+        r"\([ru] % [0-9.]+\) / [0-9.]+",
+        "each band starts at c and ends below 2c, and there x % c is x - c, both exact (fmod"
+        " always is; the subtraction by Sterbenz's lemma, c <= x <= 2c)",
     ),
     (
         "ReplaceComparisonOperator_Eq_LtE",

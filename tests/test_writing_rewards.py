@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collabzoo.rewards.writing import (
+    TLDR_RULES,
     score_arxiv,
     score_tldr,
+    score_writing,
     split_single_answer,
     transition_categories,
 )
@@ -65,6 +67,8 @@ def test_tldr_hand_worked_total() -> None:
         (20, 7, False),
         (20, 256, True),
         (20, 257, False),
+        (256, 20, True),
+        (257, 20, False),
         (256, 300, False),
     ],
 )
@@ -355,6 +359,11 @@ def test_writing_word_sets_ignore_case() -> None:
     assert scored.components["jaccard"] == pytest.approx(0.6)
     assert scored.total == pytest.approx(lowered.total)
     assert scored.components == pytest.approx(lowered.components)
+
+
+def test_score_writing_takes_its_texts_and_rules_by_name() -> None:
+    by_name = score_writing(c1=C1, c2=C1 + " " + C1, rules=TLDR_RULES, transitions="words")
+    assert by_name == score_writing(C1, C1 + " " + C1, TLDR_RULES, transitions="words")
 
 
 def test_an_unknown_transition_mode_is_refused() -> None:

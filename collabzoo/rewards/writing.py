@@ -169,7 +169,6 @@ def score_writing(
             vocabulary = rules.vocabulary_band(unique_ratio) if words1 else None
             if vocabulary is not None:
                 parts["vocabulary"] = vocabulary
-                level = 3
                 parts["transitions"] = TRANSITION_WEIGHT * transition_score(k)
                 parts["jaccard"] = (
                     JACCARD_WEIGHT * min(jaccard, rules.jaccard_cap) / rules.jaccard_cap
