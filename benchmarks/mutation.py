@@ -208,6 +208,12 @@ EQUIVALENT_RULES: list[tuple[str, str, str]] = [
         r"if normalize and k != 1:",
         "k == 0 returned earlier, so k != 1 and k > 1 agree",
     ),
+    (
+        "ReplaceBinaryOperator_BitOr_BitXor",
+        r"return ~\(removed \^ torch\.zeros_like\(removed\)\.scatter\(-1, top_indices, cut\)\)",
+        "the cut lands on the top-k indices, which `removed` never holds: the two masks are"
+        " disjoint, where ^ and | agree",
+    ),
 ]
 """Survivors judged equivalent (no input can tell them from the original): operator names (a
 regex), a regex on the mutated line, and the reason. Each rule was read by hand against the

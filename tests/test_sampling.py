@@ -74,6 +74,18 @@ def test_ties_at_the_top_k_boundary_keep_what_transformers_keeps(sampling: Sampl
     assert torch.allclose(ours[kept], expected[kept], atol=1e-5, rtol=0)
 
 
+def test_a_nucleus_inside_a_tie_at_the_top_k_boundary_cuts_the_tied_tokens_too() -> None:
+    """The fast top-k path sees only k of the tied tokens; at a tie it must take the full
+    sort, or the tied tokens beyond k would escape the nucleus."""
+    sampling = Sampling(temperature=1.0, top_p=0.5, top_k=2)  # the 5.0 alone holds over 0.9
+    for row in ([5.0, 1.0, 1.0, 1.0, 0.0], [5.0, 1.0, 1.0, 0.0, 0.0]):  # k = 2 keeps the 1.0s
+        logits = torch.tensor([row])
+        expected = transformers_log_probs(logits, sampling)
+        assert torch.isfinite(expected).tolist() == [[True, False, False, False, False]]
+        ours = torch.log_softmax(sampling_logits(logits, sampling), -1)
+        assert torch.equal(torch.isfinite(ours), torch.isfinite(expected)), row
+
+
 def left_padded(policy: LLMPolicy, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), policy.pad_id)
