@@ -214,6 +214,12 @@ EQUIVALENT_RULES: list[tuple[str, str, str]] = [
         "the cut lands on the top-k indices, which `removed` never holds: the two masks are"
         " disjoint, where ^ and | agree",
     ),
+    (
+        "NumberReplacer",
+        r"return sum\(values\) / len\(values\) if values else -?1\.0",
+        "every caller passes a non-empty list: children of a node that has some, two or more"
+        " samples, metric lists made by appending, and the old values of an update's samples",
+    ),
 ]
 """Survivors judged equivalent (no input can tell them from the original): operator names (a
 regex), a regex on the mutated line, and the reason. Each rule was read by hand against the
