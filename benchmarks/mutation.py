@@ -220,6 +220,12 @@ EQUIVALENT_RULES: list[tuple[str, str, str]] = [
         "every caller passes a non-empty list: children of a node that has some, two or more"
         " samples, metric lists made by appending, and the old values of an update's samples",
     ),
+    (
+        "NumberReplacer",
+        r"\.masked_fill\(~mask, 1\.0\)\)$",
+        "padded positions are masked out of the surrogate and of the clip fraction afterwards,"
+        " and a constant there carries no gradient",
+    ),
 ]
 """Survivors judged equivalent (no input can tell them from the original): operator names (a
 regex), a regex on the mutated line, and the reason. Each rule was read by hand against the

@@ -27,7 +27,11 @@ from collabzoo.algos import (  # noqa: E402
     MAGRPOConfig,
     MAGRPOTrainer,
 )
-from collabzoo.algos.actor_critic import CriticSample, Sample  # noqa: E402
+from collabzoo.algos.actor_critic import (  # noqa: E402
+    CriticSample,
+    Sample,
+    clipped_policy_loss,
+)
 from collabzoo.algos.policy import Scored  # noqa: E402
 from collabzoo.algos.rollout_tree import expanded_nodes  # noqa: E402
 from tests.test_learner_updates import QUIET  # noqa: E402
@@ -243,3 +247,15 @@ def test_centralized_critic_gives_every_agent_the_same_td_error(tmp_path, monkey
         assert [s.advantage for s in samples[agent]] == pytest.approx(deltas, rel=1e-9)
     assert [s.target for s in critic_samples["team"]] == pytest.approx([3.225, 0.225, 3.0, 0.0])
     assert len(critic_samples["team"]) == len(deltas)
+
+
+def test_the_clip_fraction_counts_real_tokens_whose_ratio_left_the_band() -> None:
+    """Ratios 1.1, 1.05 and 1.5 on real tokens and one padded position, clip range 0.2: only
+    1.5 is outside [0.8, 1.2], so 1 of 3 real tokens. The loss by hand: with A = 1 each
+    token contributes min(rho, clip(rho)) = 1.1 + 1.05 + 1.2."""
+    ratios = torch.tensor([[1.1, 1.05, 1.5, 9.0]])
+    mask = torch.tensor([[True, True, True, False]])
+    old = torch.zeros_like(ratios)
+    loss, fraction = clipped_policy_loss(ratios.log(), old, torch.tensor([1.0]), mask, 0.2)
+    assert fraction.item() == pytest.approx(1 / 3)
+    assert loss.item() == pytest.approx(-(1.1 + 1.05 + 1.2))
