@@ -16,6 +16,7 @@ import argparse
 import ast
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -285,42 +286,49 @@ def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]
     return [((a.lineno, a.col_offset), (a.end_lineno, a.end_col_offset)) for a in found]
 
 
-def skip_annotation_mutants(session: Path, source: str) -> None:
-    """Mark the mutants inside annotations skipped before any runs: with postponed evaluation
-    no input can tell them from the original (cosmic-ray's work database, used directly)."""
+def skip(session: Path, reason: str, choose) -> None:
+    """Mark the pending mutants `choose(pending items)` names (job ids) skipped, before any
+    runs, with `reason` as their output (cosmic-ray's work database, used directly)."""
     from cosmic_ray.work_db import use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
-    spans = annotation_spans(source)
     with use_db(str(session)) as db:
-        inside = [
+        chosen = list(choose(list(db.pending_work_items)))
+        db.set_multiple_results(
+            chosen, WorkResult(output=reason, worker_outcome=WorkerOutcome.SKIPPED)
+        )
+
+
+def inside_annotations(source: str):
+    """A `choose` for `skip`: the mutants that lie wholly inside annotations, which no input
+    can tell from the original under postponed evaluation."""
+    spans = annotation_spans(source)
+
+    def choose(items) -> list[str]:
+        return [
             item.job_id
-            for item in db.pending_work_items
+            for item in items
             if all(
                 any(start <= tuple(m.start_pos) and tuple(m.end_pos) <= end for start, end in spans)
                 for m in item.mutations
             )
         ]
-        skipped = WorkResult(output=ANNOTATION, worker_outcome=WorkerOutcome.SKIPPED)
-        db.set_multiple_results(inside, skipped)
+
+    return choose
 
 
 NOT_SAMPLED = "not in the random sample"
 
 
-def keep_a_sample(session: Path, size: int, seed: int) -> None:
-    """Mark all but `size` pending mutants, drawn at random, as skipped."""
-    import random
+def outside_a_sample(size: int, seed: int):
+    """A `choose` for `skip`: all but `size` mutants, drawn at random."""
 
-    from cosmic_ray.work_db import use_db
-    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+    def choose(items) -> list[str]:
+        pending = sorted(item.job_id for item in items)
+        kept = set(random.Random(seed).sample(pending, min(size, len(pending))))
+        return [j for j in pending if j not in kept]
 
-    with use_db(str(session)) as db:
-        pending = sorted(item.job_id for item in db.pending_work_items)
-        if len(pending) > size:
-            kept = set(random.Random(seed).sample(pending, size))
-            left_out = WorkResult(output=NOT_SAMPLED, worker_outcome=WorkerOutcome.SKIPPED)
-            db.set_multiple_results([j for j in pending if j not in kept], left_out)
+    return choose
 
 
 def run_for(command: list[str], cwd: Path, env: dict, minutes: float | None) -> bool:
@@ -364,8 +372,9 @@ def run_target(
         f'test-command = "{command}"\n\n'
         '[cosmic-ray.distributor]\nname = "local"\n'
     )
+    source = (copy / module).read_text()
     if target.functions:
-        lines = function_lines((copy / module).read_text(), target.functions)
+        lines = function_lines(source, target.functions)
         text += "\n[cosmic-ray.filters.line-filter.lines]\n"
         text += f"{json.dumps(module)} = {json.dumps(lines)}\n"
     config.write_text(text)
@@ -382,12 +391,12 @@ def run_target(
     cosmic_ray("cosmic-ray", "init", str(config), str(session))
     if target.functions:  # the other lines' mutants are marked skipped before any runs
         cosmic_ray("cr-filter-lines", str(session), "--config", str(config))
-    skip_annotation_mutants(session, (copy / module).read_text())
+    skip(session, ANNOTATION, inside_annotations(source))
     if sample is not None:
-        keep_a_sample(session, sample, seed=0)
+        skip(session, NOT_SAMPLED, outside_a_sample(sample, seed=0))
     stopped = run_for(["cosmic-ray", "exec", str(config), str(session)], copy, env, minutes)
     if stopped:  # the mutant under test at the stop may still be in the copy
-        shutil.copy2(REPOSITORY / module, copy / module)
+        (copy / module).write_text(source)
     dump = subprocess.run(
         ["cosmic-ray", "dump", str(session)], cwd=copy, capture_output=True, text=True, check=True
     ).stdout
@@ -401,14 +410,16 @@ def run_target(
             continue
         mutation = item["mutations"][0]
         key = f"{module}:{mutation['start_pos'][0]}:{mutation['operator_name']}"
-        outcome = result.get("test_outcome")
-        if result.get("worker_outcome") == "skipped" and result.get("output") == ANNOTATION:
-            counts["equivalent"] += 1
-        elif result.get("worker_outcome") == "skipped" and result.get("output") == NOT_SAMPLED:
-            not_sampled += 1
-        elif result.get("worker_outcome") == "skipped":
-            outside += 1  # outside the chosen functions
-        elif result.get("worker_outcome") != "normal":
+        outcome, worker = result.get("test_outcome"), result.get("worker_outcome")
+        if worker == "skipped":
+            why = result.get("output")
+            if why == ANNOTATION:
+                counts["equivalent"] += 1
+            elif why == NOT_SAMPLED:
+                not_sampled += 1
+            else:
+                outside += 1  # outside the chosen functions
+        elif worker != "normal":
             counts["incompetent"] += 1  # the mutant did not even import or run
         elif outcome == "killed":
             counts["killed"] += 1

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collabzoo.bench.results import read_results
-from collabzoo.bench.runner import turn_scores
+from collabzoo.bench.runner import agent_info, turn_scores
 from collabzoo.envs import make
 from collabzoo.sandbox import default_sandbox
 
@@ -94,8 +94,8 @@ def _replay(env: Any, episode: Mapping[str, Any], first: str, report: Rescored) 
         except Exception as error:  # a recorded action the env now refuses
             report.mismatches.append(Mismatch(index, number, "error", None, repr(error)))
             return
-        info = infos.get(first) or next(iter(infos.values()), {})
-        report.mismatches.extend(_compare(index, number, turn, turn_scores(rewards, info)))
+        replayed = turn_scores(rewards, agent_info(infos, first))
+        report.mismatches.extend(_compare(index, number, turn, replayed))
     if env.agents:  # the record ended before the replay did
         report.mismatches.append(
             Mismatch(index, len(turns), "turns", len(turns), f"more than {len(turns)}")

@@ -144,6 +144,11 @@ def data_label(env: Any, short_name: str, kwargs: Mapping[str, Any], reset_info:
     return DEFAULT_DATA_LABELS.get(short_name, "default")
 
 
+def agent_info(infos: Mapping[str, Any], agent: str) -> Mapping[str, Any]:
+    """The turn's info of `agent`, or of any agent still reporting (the first may have left)."""
+    return infos.get(agent) or next(iter(infos.values()), {})
+
+
 def turn_scores(rewards: Mapping[str, float], info: Mapping[str, Any]) -> dict[str, Any]:
     """What a results file records of a turn's outcome: the team reward (the agents' common
     reward, or their mean when they differ, and then each agent's), and the first agent's
@@ -183,7 +188,7 @@ def play_episode(
     while env.agents:
         play = protocol.play_turn({a: observations[a] for a in env.agents}, team, sampling, seeds)
         observations, rewards, _, _, infos = env.step(play.actions)
-        info = infos.get(first) or next(iter(infos.values()), {})
+        info = agent_info(infos, first)
         scores = turn_scores(rewards, info)
         reward, metrics = scores["reward"], scores["metrics"]
         turn = {
