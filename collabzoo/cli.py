@@ -546,6 +546,30 @@ TINY_MODEL_DEFAULTS = {
 """`--model tiny` trains from scratch: a large learning rate and plain sampling, unless --set."""
 
 
+def _placement_settings(args: argparse.Namespace, fields: Any) -> dict[str, Any]:
+    """The learner config's placement fields from --device, --dtype, --agent-devices,
+    --critic-devices and --gradient-checkpointing (checked here, so a typo fails at once)."""
+    from collabzoo.algos.placement import parse_device_map, resolve_device, resolve_dtype
+
+    resolve_device(args.device)
+    resolve_dtype(args.dtype)
+    settings: dict[str, Any] = {"device": args.device, "dtype": args.dtype}
+    if args.agent_devices:
+        settings["agent_devices"] = parse_device_map(args.agent_devices)
+    if args.critic_devices:
+        if "critic_devices" not in fields:
+            raise ValueError(f"--critic-devices: the {args.algo} learner has no critics")
+        settings["critic_devices"] = parse_device_map(args.critic_devices)
+    for device in [
+        *settings.get("agent_devices", {}).values(),
+        *settings.get("critic_devices", {}).values(),
+    ]:
+        resolve_device(device)
+    if args.gradient_checkpointing:
+        settings["gradient_checkpointing"] = True
+    return settings
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     try:
         from collabzoo.algos import LEARNERS, LLMPolicy, load_causal_lm, lora_team
@@ -569,6 +593,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     settings.update(_parse_env_args(args.set))
     settings.update(output_dir=args.output, max_updates=args.updates, resume=args.resume)
     try:
+        settings.update(_placement_settings(args, fields))
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    try:
         config = config_class(**settings)
     except TypeError as error:
         known = ", ".join(sorted(fields))
@@ -576,14 +604,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     team = args.team or ("separate" if args.model == "tiny" else "lora")
+    dtype = settings.get("dtype", "auto")
+    dtype = None if dtype == "auto" else dtype  # load in the compute dtype: no float32 detour
     try:
         if team == "lora":
-            models: Any = lora_team(*load_causal_lm(args.model), agents)
+            models: Any = lora_team(*load_causal_lm(args.model, dtype=dtype), agents)
         elif team == "shared":
-            models = LLMPolicy(*load_causal_lm(args.model))
+            models = LLMPolicy(*load_causal_lm(args.model, dtype=dtype))
         else:
             models = {
-                a: LLMPolicy(*load_causal_lm(args.model, seed=i)) for i, a in enumerate(agents)
+                a: LLMPolicy(*load_causal_lm(args.model, seed=i, dtype=dtype))
+                for i, a in enumerate(agents)
             }
     except OSError as error:
         raise UsageError(f"cannot load model {args.model!r}: {error}") from None
@@ -591,9 +622,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         trainer = trainer_class(lambda: make(entry.id, **env_kwargs), models, config)
     except ValueError as error:  # settings the learner refuses (greedy decoding, ...)
         raise UsageError(str(error)) from None
+    placed = ", ".join(f"{a} on {p.device}" for a, p in trainer.policies.items())
     print(
         f"{args.algo} on {entry.id}: agents {', '.join(agents)}, model {args.model} ({team}), "
-        f"{config.max_updates} updates -> {args.output}",
+        f"{placed}, {config.max_updates} updates -> {args.output}",
         flush=True,
     )
     last = trainer.train()
@@ -708,6 +740,34 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="env constructor argument, repeatable",
+    )
+    train.add_argument(
+        "--device",
+        default="auto",
+        help="auto (CUDA when present), cpu, cuda or cuda:N; the same as bench --device",
+    )
+    train.add_argument(
+        "--dtype",
+        default="auto",
+        help="compute dtype: auto (the checkpoint's), bfloat16, float16 or float32; "
+        "trainable weights stay float32",
+    )
+    train.add_argument(
+        "--agent-devices",
+        default=None,
+        metavar="AGENT=DEVICE,...",
+        help="per-agent devices over --device, e.g. aux=cuda:0,main=cuda:1",
+    )
+    train.add_argument(
+        "--critic-devices",
+        default=None,
+        metavar="CRITIC=DEVICE,...",
+        help="per-critic devices (actor-critic learners; 'team' for cc); default: the actor's",
+    )
+    train.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute activations in backward: less memory, about a third more compute",
     )
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     train.add_argument("--eval-episodes", type=int, default=16, help="episodes of the final eval")

@@ -209,12 +209,14 @@ def test_loss_passes_train_and_every_other_pass_evaluates(learner, tmp_path) -> 
         config = MAGRPOConfig(output_dir=str(tmp_path), reference_kl_enabled=True, **SMALL)
         trainer = MAGRPOTrainer(tinycoop(), policies, config)
         peft_model = policies["alpha"].model  # generate runs the base model's forward
-        models = [peft_model, peft_model.get_base_model()]
+        base = peft_model.get_base_model()
+        models = [peft_model, base, base.get_decoder()]  # scoring runs the transformer alone
     else:
         config = IPPOConfig(output_dir=str(tmp_path), ppo_epochs=2, **SMALL)
         trainer = IPPOTrainer(tinycoop(2), team(), config)
         models = [p.model for p in trainer.distinct]
         models += [c.backbone.model for c in trainer.critics.values()]
+        models += [m.get_decoder() for m in list(models)]  # scoring runs the transformer alone
     for model in models:
         model.train()  # whatever mode a model comes in, each pass must set its own
     seen = record_modes(models)

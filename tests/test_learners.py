@@ -316,6 +316,23 @@ def test_cross_tree_and_early_termination() -> None:
         ("magrpo", "strbuild", ["--set", "num_turns=1", "--set", "max_new_tokens=8"]),
         ("ippo", "tinycoop", ["--env-arg", "horizon=2", "--set", "mini_batch_size=2"]),
         ("cc", "strbuild", ["--set", "num_turns=1", "--set", "max_new_tokens=8"]),
+        (
+            "iac",
+            "tinycoop",
+            [
+                "--device",
+                "cpu",
+                "--dtype",
+                "bfloat16",
+                "--agent-devices",
+                "alpha=cpu,beta=cpu",
+                "--critic-devices",
+                "beta=cpu",
+                "--gradient-checkpointing",
+                "--set",
+                "use_separate_critic=true",
+            ],
+        ),
     ],
 )
 def test_collabzoo_train_end_to_end(algo: str, env: str, extra: list[str], tmp_path) -> None:
@@ -365,6 +382,14 @@ def test_settings_a_learner_refuses_are_usage_errors(tmp_path, capsys) -> None:
     assert "samples greedily" in capsys.readouterr().err
     assert main([*command, "--set", "advantage_std=sample"]) == 2
     assert "advantage_std must be one of" in capsys.readouterr().err
+    assert main([*command, "--device", "cuda:99"]) == 2
+    assert "cuda:99" in capsys.readouterr().err
+    assert main([*command, "--dtype", "float8"]) == 2
+    assert "unknown dtype" in capsys.readouterr().err
+    assert main([*command, "--agent-devices", "alpha"]) == 2
+    assert "NAME=DEVICE" in capsys.readouterr().err
+    assert main([*command, "--critic-devices", "team=cpu"]) == 2
+    assert "has no critics" in capsys.readouterr().err
 
 
 def test_reward_shift_scale_and_normalisation() -> None:

@@ -100,6 +100,7 @@ def test_shared_prompt_scoring_equals_whole_rows_values_and_gradients() -> None:
                 raise AssertionError("fell back to scoring whole rows")
 
             policy._score_joint = whole_rows  # type: ignore[method-assign]
+            policy._lean_joint = whole_rows  # type: ignore[method-assign]
         scored = policy.score(prompts, completions, entropy=True, prompt_hidden=True)
         loss = scored.log_probs.sum() + scored.entropy.sum() + scored.prompt_hidden.sum()
         loss.backward()

@@ -45,6 +45,7 @@ import torch
 from collabzoo.algos.advantages import STD_FLOOR
 from collabzoo.algos.critics import Critic, build_critic
 from collabzoo.algos.learner import Learner, LearnerConfig, update_group
+from collabzoo.algos.placement import parse_device_map, place_models, resolve_device
 from collabzoo.algos.policy import LLMPolicy
 from collabzoo.algos.rollout_tree import Child, Node, expanded_nodes
 from collabzoo.algos.update_groups import UpdateGroup
@@ -72,6 +73,9 @@ class ActorCriticConfig(LearnerConfig):
     entropy_coef: float = 0.0
     use_separate_critic: bool = True
     """A critic with its own backbone (see `critics`); False: a value head on the actor."""
+    critic_devices: dict[str, str] | None = None
+    """Per-critic devices (by agent, or "team" for the centralized critic); a critic runs on
+    its actor's device otherwise."""
     critic_model_name_or_path: str | None = None
     """The separate critics' model; None: a LoRA adapter on a LoRA actor's base, else a copy
     of the actor's model."""
@@ -218,6 +222,7 @@ class ActorCriticLearner(Learner):
             record_state=self.centralized,
         )
         self.critics = self._build_critics(critics)
+        self._place_critics()
         for critic in self.critics.values():
             if not critic.shares_actor:
                 self.prepare_policy(critic.backbone)
@@ -310,6 +315,37 @@ class ActorCriticLearner(Learner):
                 backbone=backbone,
             )
         return critics
+
+    def _place_critics(self) -> None:
+        """Each critic on its `critic_devices` entry, else on the device of the actor it
+        serves; a critic that reads an actor's own model (its features, or an adapter on its
+        base) runs where that model runs, and another device for it is an error."""
+        devices = parse_device_map(self.args.critic_devices)
+        unknown = sorted(set(devices) - set(self.critics))
+        if unknown:
+            raise ValueError(
+                f"critic_devices names unknown critics {unknown}; the critics are "
+                f"{sorted(self.critics)}"
+            )
+        actor_models = {id(p.model) for p in self.distinct}
+        for name, critic in self.critics.items():
+            actor = self.policies.get(name, self.policies[self.agents[0]])
+            asked = devices.get(name)
+            if id(critic.backbone.model) in actor_models:
+                if asked is not None and resolve_device(asked) != critic.backbone.device:
+                    raise ValueError(
+                        f"critic {name!r} reads an actor's model, which runs on "
+                        f"{critic.backbone.device}; it cannot run on {asked}: place the actor "
+                        "(agent_devices) or give the critic a model of its own"
+                    )
+                critic.backbone.model.to(critic.backbone.device)  # a new adapter: on its base
+            else:
+                place_models(
+                    {name: critic.backbone},
+                    default=asked or str(actor.device),
+                    dtype=self.args.dtype,
+                )
+            critic.follow_backbone()
 
     # ----- values and advantages ----------------------------------------------------------------
     def _critic_text(
@@ -498,7 +534,7 @@ class ActorCriticLearner(Learner):
             [s.prompt_ids for s in part],
             [s.completion_ids for s in part],
             sampling=self.sampling,
-            entropy=True,
+            entropy=True if self.args.entropy_coef else "log",  # no graph for a logged value
             prompt_hidden=shared_head,
         )
         stats.setdefault("outside_kept_tokens", []).append(float(scored.outside_kept))
@@ -524,7 +560,7 @@ class ActorCriticLearner(Learner):
         stats.setdefault("entropy", []).append(entropy.item())
         if shared_head:
             assert critic is not None and scored.prompt_hidden is not None
-            predicted = critic.head(scored.prompt_hidden)
+            predicted = critic.value_of(scored.prompt_hidden)
             critic_loss = value_loss(
                 predicted,
                 torch.tensor([s.old_value for s in part], device=device),

@@ -58,9 +58,21 @@ class Critic:
         (see `LLMPolicy.encode_prompt`)."""
         return self.backbone.encode_prompt(text, parts=parts)
 
+    def follow_backbone(self) -> None:
+        """Put the head where the backbone runs (a backbone moved after construction takes
+        its head along at the next read; the optimizer state follows in `UpdateGroup.step`)."""
+        weight = next(self.head.parameters(), None) if isinstance(self.head, nn.Module) else None
+        if weight is not None and weight.device != self.backbone.device:
+            self.head.to(self.backbone.device)
+
+    def value_of(self, hidden: torch.Tensor) -> torch.Tensor:
+        """V of backbone states [batch, hidden] (an actor's own pass, for a shared head)."""
+        self.follow_backbone()
+        return self.head(hidden)
+
     def values(self, prompts: Sequence[Sequence[int]]) -> torch.Tensor:
         """V of each prompt (token ids of this critic's tokenizer), one forward pass."""
-        return self.head(self.backbone.prompt_states(prompts))
+        return self.value_of(self.backbone.prompt_states(prompts))
 
     def parameters(self) -> list[nn.Parameter]:
         """What the critic optimizer steps: the head, plus the backbone unless it is an

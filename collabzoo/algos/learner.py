@@ -30,6 +30,7 @@ from collabzoo.algos.checkpoint import (
     save_checkpoint,
 )
 from collabzoo.algos.model_loading import team_policies
+from collabzoo.algos.placement import place_models, resolve_dtype
 from collabzoo.algos.policy import LLMPolicy
 from collabzoo.algos.rollout_tree import Node, TreeRollout, expanded_nodes
 from collabzoo.algos.run_log import RunLogger
@@ -86,6 +87,21 @@ class LearnerConfig:
     reward_norm_eps: float = 1e-8
     logprob_batch_size: int = 16
     """Sequences per forward pass in the loss (bounds memory)."""
+    device: str | None = "auto"
+    """Where the models run: "auto" (CUDA when present; a model the user already put on a GPU
+    stays there), "cpu", "cuda", "cuda:N", or None to leave every model where it is. See
+    `placement`."""
+    dtype: str = "auto"
+    """Compute dtype: "auto" (the model's own), "bfloat16", "float16" or "float32"; trainable
+    weights stay float32 masters."""
+    agent_devices: dict[str, str] | None = None
+    """Per-agent devices, e.g. {"aux": "cuda:0", "main": "cuda:1"}; over `device`."""
+    generation_batch_size: int | None = None
+    """Rows per `generate` call at most (a multi-turn tree grows as K^depth); None: every row
+    of a depth in one call."""
+    gradient_checkpointing: bool = False
+    """Recompute each layer's activations in backward (non-reentrant, so shared-prompt scoring
+    keeps working): less memory per scored token for about a third more compute."""
     env_workers: int = 8
     """Threads stepping environment copies concurrently."""
     logging_steps: int = 1
@@ -186,6 +202,9 @@ class Learner:
         self.agents = list(probe.possible_agents)
         self.policies = team_policies(models, self.agents, tokenizer)
         self.distinct = list({id(p): p for p in self.policies.values()}.values())
+        place_models(
+            self.policies, default=args.device, per_name=args.agent_devices, dtype=args.dtype
+        )
         for policy in self.distinct:
             self.prepare_policy(policy)
         self.executor = ThreadPoolExecutor(max_workers=args.env_workers)
@@ -222,7 +241,13 @@ class Learner:
                 stacklevel=3,
             )
             policy.keep_generation_config = False
+        if resolve_dtype(self.args.dtype) is not None:
+            policy.compute_dtype = None  # the models were turned to this dtype: compute in it
         policy.keep_float32_masters()
+        if hasattr(policy, "generation_batch_size"):
+            policy.generation_batch_size = self.args.generation_batch_size
+        if self.args.gradient_checkpointing and hasattr(policy, "enable_gradient_checkpointing"):
+            policy.enable_gradient_checkpointing()
 
     def policy_name(self, policy: LLMPolicy) -> str:
         """The agents a policy plays, joined by "+" (its folder and optimizer name)."""

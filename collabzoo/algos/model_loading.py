@@ -58,6 +58,79 @@ def tiny_causal_lm(
     return model, tokenizer
 
 
+QWEN25_SHAPES: dict[str, dict[str, Any]] = {
+    "qwen2.5-0.5b": {
+        "hidden_size": 896,
+        "intermediate_size": 4864,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 14,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+    },
+    "qwen2.5-1.5b": {
+        "hidden_size": 1536,
+        "intermediate_size": 8960,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+    },
+    "qwen2.5-3b": {
+        "hidden_size": 2048,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+    },
+}
+"""The published configs' shapes (151,936-token vocabulary, RMSNorm eps 1e-6, rope theta 1e6)."""
+
+QWEN25_VOCAB = 151_936
+
+
+def shaped_causal_lm(
+    shape: str,
+    *,
+    num_layers: int | None = None,
+    dtype: Any = None,
+    seed: int = 0,
+    device: Any = None,
+) -> Any:
+    """A randomly initialised Qwen2 model with the exact shape of a published Qwen2.5 model
+    (`QWEN25_SHAPES`), optionally with fewer layers: its real memory and speed, no download.
+    No tokenizer covers its vocabulary; feed it token ids."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    if shape not in QWEN25_SHAPES:
+        raise ValueError(f"unknown shape {shape!r}; known: {sorted(QWEN25_SHAPES)}")
+    sizes = dict(QWEN25_SHAPES[shape])
+    if num_layers is not None:
+        sizes["num_hidden_layers"] = num_layers
+    config = Qwen2Config(
+        vocab_size=QWEN25_VOCAB,
+        max_position_embeddings=32768,
+        rms_norm_eps=1e-6,
+        rope_theta=1_000_000.0,
+        bos_token_id=151643,
+        eos_token_id=151645,
+        pad_token_id=151643,
+        **sizes,
+    )
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    default = torch.get_default_dtype()
+    try:
+        if dtype is not None:
+            torch.set_default_dtype(dtype)
+        with torch.device(device or "cpu"):
+            model = Qwen2ForCausalLM(config)
+    finally:
+        torch.set_default_dtype(default)
+        torch.random.set_rng_state(generator_state)
+    return model
+
+
 def load_causal_lm(name: str, *, seed: int = 0, dtype: Any = None) -> tuple[Any, Any]:
     """`"tiny"` (see `tiny_causal_lm`), or any Hugging Face causal LM id or local path."""
     if name == TINY:

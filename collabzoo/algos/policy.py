@@ -1,10 +1,12 @@
 """An LLM policy: batched sampling and batched log-probabilities of whole completions.
 
-One `generate` call samples every prompt of a batch (left padding). Scoring runs each unique
+One `generate` call samples every prompt of a batch (left padding, at most
+`generation_batch_size` rows), after one prefill per distinct prompt. Scoring runs each unique
 prompt once and every completion on that prompt's cache (the K samples of a rollout-tree node
-share their prompt), with positions as at generation. Padding is masked out of every loss; each
-completion token, the last one included, is scored; prompt tokens are not. With a peft model,
-`adapter` names the LoRA adapter this policy uses.
+share their prompt), with positions as at generation; the LM head runs only where a completion
+token is scored, in checkpointed chunks (`head_scoring`). Padding is masked out of every loss;
+each completion token, the last one included, is scored; prompt tokens are not. With a peft
+model, `adapter` names the LoRA adapter this policy uses.
 
 What a learner can rely on:
 
@@ -34,6 +36,14 @@ from typing import Any
 
 import torch
 
+from collabzoo.algos.head_scoring import (
+    body_and_head,
+    checkpoint_with_cache,
+    chunk_tokens,
+    head_token_log_probs,
+    prefix_cache,
+    replay_safe_cache,
+)
 from collabzoo.algos.prompt_budget import TRUNCATION_MARK, share_budget, split_parts
 from collabzoo.algos.sampling import Sampling, token_log_probs
 
@@ -104,6 +114,9 @@ class LLMPolicy:
         chat_template_kwargs: dict[str, Any] | None = None,
         compute_dtype: torch.dtype | None = None,
         keep_generation_config: bool = False,
+        lean_scoring: bool = True,
+        logit_chunk_tokens: int | None = None,
+        generation_batch_size: int | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -119,6 +132,14 @@ class LLMPolicy:
         """Sample with the extras of the model's `generation_config` (a repetition penalty,
         min-p, ...) as `generate` applies them by default, the way hub models are evaluated.
         `score` does not reproduce them, so the learners switch this off."""
+        self.lean_scoring = lean_scoring
+        """Score through the transformer and the LM head apart, the head only at completion
+        tokens and in checkpointed chunks (see `head_scoring`); False: through `forward`, with
+        logits at every position (the way before; kept to measure against)."""
+        self.logit_chunk_tokens = logit_chunk_tokens
+        """Tokens per LM-head chunk when scoring; None: `LOGIT_CHUNK_ELEMENTS` // vocabulary."""
+        self.generation_batch_size = generation_batch_size
+        """Rows per `generate` call at most (a multi-turn tree grows as K^depth); None: all."""
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.eos_id = self.stop_ids[0] if self.stop_ids else None
         self.pad_id = tokenizer.pad_token_id
@@ -157,6 +178,9 @@ class LLMPolicy:
             chat_template_kwargs=self.chat_template_kwargs,
             compute_dtype=self.compute_dtype,
             keep_generation_config=self.keep_generation_config,
+            lean_scoring=self.lean_scoring,
+            logit_chunk_tokens=self.logit_chunk_tokens,
+            generation_batch_size=self.generation_batch_size,
         )
 
     # ----- what training changes ------------------------------------------------------------------
@@ -201,6 +225,17 @@ class LLMPolicy:
                 parameter.data = parameter.data.float()
                 converted += 1
         return converted
+
+    def enable_gradient_checkpointing(self) -> None:
+        """Recompute each layer's activations in backward instead of keeping them, checkpointed
+        non-reentrantly: the shared-prompt scoring needs the prompt's key/value states to keep
+        their graph (see `head_scoring.checkpoint_with_cache`)."""
+        model = generation_model(self.model)
+        options = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # the name since transformers 5.2x
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=options)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=options)
 
     def save(self, folder: str | Path) -> None:
         """The tokenizer and what this policy trains, loadable with `from_pretrained`: a LoRA
@@ -367,36 +402,124 @@ class LLMPolicy:
             target.generation_config = original
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[str], sampling: Sampling) -> list[Completion]:
-        """Sample one completion per prompt, all prompts in one `generate` call (each distinct
-        prompt is encoded once)."""
-        if not prompts:
-            return []
+    def generate(
+        self, prompts: Sequence[str], sampling: Sampling, *, adapters: Sequence[str] | None = None
+    ) -> list[Completion]:
+        """Sample one completion per prompt (each distinct prompt encoded once); see
+        `generate_ids`."""
         encodings: dict[str, list[int]] = {}
         for prompt in prompts:
             if prompt not in encodings:
                 encodings[prompt] = self.encode_prompt(prompt)
-        encoded = [encodings[p] for p in prompts]
-        width = max(len(ids) for ids in encoded)
-        input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros_like(input_ids)
-        for row, ids in enumerate(encoded):  # left padding: every prompt ends at the same column
-            input_ids[row, width - len(ids) :] = torch.tensor(ids)
-            attention[row, width - len(ids) :] = 1
+        return self.generate_ids([encodings[p] for p in prompts], sampling, adapters=adapters)
+
+    @torch.no_grad()
+    def generate_ids(
+        self,
+        encoded: Sequence[Sequence[int]],
+        sampling: Sampling,
+        *,
+        adapters: Sequence[str] | None = None,
+    ) -> list[Completion]:
+        """Sample one completion per encoded prompt, in `generate` calls of at most
+        `generation_batch_size` rows (all rows in one call by default).
+
+        Rows with the same prompt (the K samples of a rollout node) share one prefill: each
+        distinct prompt runs once, all but its last token, and its key/value cache is copied to
+        its rows before `generate` continues from the last token. `adapters` names a LoRA
+        adapter per row, so the agents of a LoRA team sample in one call (peft's mixed-adapter
+        batches) instead of one call per adapter."""
+        if not encoded:
+            return []
+        if adapters is not None and len(adapters) != len(encoded):
+            raise ValueError(f"{len(adapters)} adapter names for {len(encoded)} prompts")
+        size = self.generation_batch_size
+        size = len(encoded) if size is None else size
+        if size < 1:
+            raise ValueError(f"generation_batch_size must be at least 1, got {size}")
+        completions: list[Completion] = []
+        for start in range(0, len(encoded), size):
+            rows = [list(ids) for ids in encoded[start : start + size]]
+            names = None if adapters is None else list(adapters[start : start + size])
+            completions += self._generate_rows(rows, sampling, names)
+        return completions
+
+    def _generate_rows(
+        self, encoded: list[list[int]], sampling: Sampling, adapters: list[str] | None
+    ) -> list[Completion]:
+        """One `generate` call over these rows (left padding), after a shared prefill."""
+        input_ids, attention, _ = self._left_padded(encoded)
+        device = self.device
+        input_ids, attention = input_ids.to(device), attention.to(device)
+        options = self.generation_options(sampling)
+        if adapters is not None:
+            options["adapter_names"] = adapters
         with self.mode(train=False), self.active(), self.compute(), self.plain_generation_config():
-            output = self.model.generate(
-                input_ids=input_ids.to(self.device),
-                attention_mask=attention.to(self.device),
-                **self.generation_options(sampling),
-            )
+            cache = self._shared_prefill(encoded, input_ids, attention, adapters)
+            if cache is not None:
+                options["past_key_values"] = cache
+            output = self.model.generate(input_ids=input_ids, attention_mask=attention, **options)
         stops = set(self.stop_ids)
         completions = []
+        width = input_ids.size(1)
         for ids, row in zip(encoded, output[:, width:].tolist(), strict=True):
             end = next((j for j, token in enumerate(row) if token in stops), None)
             if end is not None:  # generate pads only after a stop token
                 row = row[: end + 1]  # the stop token is part of the action
             completions.append(Completion(self.decode(row), list(ids), row))
         return completions
+
+    def _shared_prefill(
+        self,
+        encoded: list[list[int]],
+        input_ids: torch.Tensor,
+        attention: torch.Tensor,
+        adapters: list[str] | None,
+    ) -> Any:
+        """The key/value cache of every row's prompt but its last token, computed once per
+        distinct (prompt, adapter) and gathered row by row; None when every row is distinct,
+        a prompt is one token long, or `share_prompts` is off."""
+        keys = [
+            (tuple(ids), None if adapters is None else adapters[i]) for i, ids in enumerate(encoded)
+        ]
+        first: dict[tuple, int] = {}
+        index = [first.setdefault(key, row) for row, key in enumerate(keys)]
+        unique = sorted(first.values())
+        if not self.share_prompts or len(unique) == len(encoded) or input_ids.size(1) < 2:
+            return None
+        if not self._gathers_cache:
+            return None
+        position = {row: j for j, row in enumerate(unique)}
+        rows = torch.tensor(unique, device=input_ids.device)
+        prefix_mask = attention[rows, :-1]
+        options: dict[str, Any] = {}
+        if adapters is not None:
+            options["adapter_names"] = [adapters[row] for row in unique]
+        output = self.model(
+            input_ids=input_ids[rows, :-1],
+            attention_mask=prefix_mask,
+            position_ids=(prefix_mask.cumsum(-1) - 1).clamp(min=0),
+            use_cache=True,
+            logits_to_keep=1,
+            **options,
+        )
+        cache = output.past_key_values
+        cache.batch_select_indices(
+            torch.tensor([position[row] for row in index], device=input_ids.device)
+        )
+        return cache
+
+    @functools.cached_property
+    def _gathers_cache(self) -> bool:
+        """Whether `generate` can continue from a prefilled cache: a causal LM whose forward
+        takes `logits_to_keep` and whose layers are all full attention."""
+        model = generation_model(self.model)
+        layer_types = getattr(model.config, "layer_types", None) or ["full_attention"]
+        try:
+            takes = "logits_to_keep" in inspect.signature(model.forward).parameters
+        except (TypeError, ValueError):
+            return False
+        return takes and all(kind == "full_attention" for kind in layer_types)
 
     # ----- scoring ------------------------------------------------------------------------------
     def score(
@@ -405,11 +528,13 @@ class LLMPolicy:
         completions: Sequence[Sequence[int]],
         *,
         sampling: Sampling | None = None,
-        entropy: bool = False,
+        entropy: bool | str = False,
         prompt_hidden: bool = False,
     ) -> Scored:
         """Log-probabilities (and optionally entropies) of every completion token, and optionally
         the last hidden state at each prompt's last token (where a value head reads V(h)).
+        `entropy`: True for entropies with gradients, "log" for entropies to report only (no
+        gradient, no graph kept), False for none.
 
         With `sampling`, the log-probabilities and entropies are those of the distribution
         `generate(prompts, sampling)` sampled from (see `sampling.sampling_logits`); without
@@ -428,14 +553,128 @@ class LLMPolicy:
             raise ValueError("every prompt needs at least one token (encode_prompt never is empty)")
         groups: dict[tuple[int, ...], int] = {}
         row_group = [groups.setdefault(tuple(p), len(groups)) for p in prompts]
-        if self.share_prompts and len(groups) < len(prompts):
-            unique = list(groups)
+        parts = self.body_and_head()
+        shared = self.share_prompts and len(groups) < len(prompts)
+        if parts is not None:
+            body, head = parts
+            if shared:
+                scored = self._lean_shared(
+                    body, head, list(groups), row_group, completions, sampling, entropy
+                )
+                if scored is not None:
+                    return scored
+            return self._lean_joint(body, head, prompts, completions, sampling, entropy)
+        if shared:
             scored = self._score_shared(
-                unique, row_group, completions, sampling, entropy, prompt_hidden
+                list(groups), row_group, completions, sampling, entropy, prompt_hidden
             )
             if scored is not None:
                 return scored
         return self._score_joint(prompts, completions, sampling, entropy, prompt_hidden)
+
+    def body_and_head(self) -> tuple[Any, Any] | None:
+        """The model's transformer and LM head when scoring can run them apart (see
+        `head_scoring`), else None (and with `lean_scoring=False`): scored through `forward`."""
+        return body_and_head(self.model) if self.lean_scoring else None
+
+    def _lean_scored(
+        self,
+        head: Any,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        mask: torch.Tensor,
+        sampling: Sampling | None,
+        entropy: bool | str,
+        prompt_hidden: torch.Tensor,
+    ) -> Scored:
+        """`Scored` from the hidden states [batch, width, hidden] that predict each completion
+        token: the head runs on the real tokens only, in checkpointed chunks."""
+        chunk = chunk_tokens(int(head.weight.shape[0]), self.logit_chunk_tokens)
+        log_probs, spread, outside = head_token_log_probs(
+            head, hidden[mask], targets[mask], sampling, entropy=entropy, chunk=chunk
+        )
+        zeros = torch.zeros(mask.shape, dtype=log_probs.dtype, device=mask.device)
+        entropies = None if spread is None else zeros.masked_scatter(mask, spread)
+        count = int(outside.sum()) if outside is not None else 0
+        return Scored(zeros.masked_scatter(mask, log_probs), mask, entropies, prompt_hidden, count)
+
+    def _lean_joint(
+        self,
+        body: Any,
+        head: Any,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        sampling: Sampling | None,
+        entropy: bool | str,
+    ) -> Scored:
+        """Each prompt + completion as one right-padded row through the transformer; the head
+        only at the positions that predict a completion token."""
+        input_ids, attention, positions, targets, mask = self._joint_rows(prompts, completions)
+        device = self.device
+        with self.active(), self.compute():
+            states = body(
+                input_ids=input_ids.to(device),
+                attention_mask=attention.to(device),
+                use_cache=False,
+            ).last_hidden_state
+            index = positions.to(device).unsqueeze(-1).expand(-1, -1, states.size(-1))
+            last = torch.tensor([len(p) - 1 for p in prompts], device=device)
+            prompt_states = states[torch.arange(len(prompts), device=device), last]
+            return self._lean_scored(
+                head,
+                states.gather(1, index),
+                targets.to(device),
+                mask.to(device),
+                sampling,
+                entropy,
+                prompt_states,
+            )
+
+    def _lean_shared(
+        self,
+        body: Any,
+        head: Any,
+        unique: list[tuple[int, ...]],
+        row_group: list[int],
+        completions: Sequence[Sequence[int]],
+        sampling: Sampling | None,
+        entropy: bool | str,
+    ) -> Scored | None:
+        """Unique prompts once through the transformer, completions on their key/value states
+        (a `replay_safe_cache`, so gradient checkpointing keeps this layout); None where the
+        layers checkpoint re-entrantly (the caller scores whole rows)."""
+        device = self.device
+        index = torch.tensor(row_group, device=device)
+        targets, mask = self._completion_batch(completions)
+        targets, mask = targets.to(device), mask.to(device)
+        ids, prompt_mask, prompt_positions = self._left_padded(unique)
+        prompt_mask = prompt_mask.to(device)
+        cache = replay_safe_cache()
+        with self.active(), self.compute(), checkpoint_with_cache(body) as cache_kept:
+            if not cache_kept:
+                return None
+            first = body(
+                input_ids=ids.to(device),
+                attention_mask=prompt_mask,
+                position_ids=prompt_positions.to(device),
+                past_key_values=cache,
+                use_cache=False,  # the cache is ours: transformers makes none
+            ).last_hidden_state
+            positions = prompt_mask.sum(-1)[index].unsqueeze(-1)
+            positions = positions + torch.arange(targets.size(1), device=device)
+            rest = body(
+                input_ids=targets,
+                attention_mask=torch.cat([prompt_mask[index], mask.long()], dim=1),
+                position_ids=positions,
+                past_key_values=prefix_cache(cache, index),  # a prompt row per completion
+                use_cache=False,
+            ).last_hidden_state
+            # token 0 is predicted at the prompt's last position, token j at completion j - 1
+            prompt_states = first[:, -1][index]
+            predicting = torch.cat([prompt_states.unsqueeze(1), rest[:, :-1]], dim=1)
+            return self._lean_scored(
+                head, predicting, targets, mask, sampling, entropy, prompt_states
+            )
 
     def _completion_batch(
         self, completions: Sequence[Sequence[int]]
@@ -450,29 +689,50 @@ class LLMPolicy:
                 mask[row, : len(c)] = True
         return ids, mask
 
-    def _score_joint(
-        self,
-        prompts: Sequence[Sequence[int]],
-        completions: Sequence[Sequence[int]],
-        sampling: Sampling | None,
-        entropy: bool,
-        prompt_hidden: bool,
-    ) -> Scored:
-        """Each prompt + completion as one right-padded row (positions as at generation)."""
-        batch = len(prompts)
+    def _joint_rows(
+        self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor, ...]:
+        """Right-padded prompt + completion rows: (ids, attention mask, the position whose
+        output predicts each completion token, the completion ids, their mask)."""
         targets, mask = self._completion_batch(completions)
         width = max(len(p) + len(c) for p, c in zip(prompts, completions, strict=True))
-        input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((batch, width), dtype=torch.long)
-        # gather index: logits at position t predict token t + 1
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
         positions = torch.zeros(targets.shape, dtype=torch.long)
         for row, (p, c) in enumerate(zip(prompts, completions, strict=True)):
             sequence = list(p) + list(c)
             input_ids[row, : len(sequence)] = torch.tensor(sequence)
             attention[row, : len(sequence)] = 1
+            # the output at position t predicts token t + 1
             positions[row] = torch.arange(len(p) - 1, len(p) - 1 + targets.size(1)).clamp(
                 max=width - 1
             )
+        return input_ids, attention, positions, targets, mask
+
+    def _left_padded(
+        self, prompts: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Left-padded prompts (every prompt ends at the last column): ids, attention mask, and
+        positions counted from each prompt's first real token."""
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, p in enumerate(prompts):
+            ids[row, width - len(p) :] = torch.tensor(list(p))
+            attention[row, width - len(p) :] = 1
+        return ids, attention, (attention.cumsum(-1) - 1).clamp(min=0)
+
+    def _score_joint(
+        self,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        sampling: Sampling | None,
+        entropy: bool | str,
+        prompt_hidden: bool,
+    ) -> Scored:
+        """Each prompt + completion as one right-padded row (positions as at generation)."""
+        batch = len(prompts)
+        input_ids, attention, positions, targets, mask = self._joint_rows(prompts, completions)
         device = self.device
         with self.active(), self.compute():
             output = self.model(
@@ -495,7 +755,7 @@ class LLMPolicy:
         row_group: list[int],
         completions: Sequence[Sequence[int]],
         sampling: Sampling | None,
-        entropy: bool,
+        entropy: bool | str,
         prompt_hidden: bool,
     ) -> Scored | None:
         """Unique prompts once, completions on their gathered cache; None if the model's cache
@@ -531,13 +791,7 @@ class LLMPolicy:
         positions count from each prompt's first real token); returns the model output (with
         its cache) and the attention mask. Call inside `active()`."""
         device = self.device
-        width = max(len(p) for p in prompts)
-        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, p in enumerate(prompts):
-            ids[row, width - len(p) :] = torch.tensor(list(p))
-            attention[row, width - len(p) :] = 1
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        ids, attention, positions = self._left_padded(prompts)
         options: dict[str, Any] = {"use_cache": logits, "output_hidden_states": hidden}
         if self._keeps_logits:
             options["logits_to_keep"] = 1
@@ -555,7 +809,17 @@ class LLMPolicy:
         head reads as V(h)), from one prompt-only forward pass."""
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("prompt_states needs a non-empty list of non-empty prompts")
+        parts = self.body_and_head()
         with self.active(), self.compute():
+            if parts is not None:  # the transformer alone: no logits at all
+                ids, attention, positions = self._left_padded(prompts)
+                device = self.device
+                return parts[0](
+                    input_ids=ids.to(device),
+                    attention_mask=attention.to(device),
+                    position_ids=positions.to(device),
+                    use_cache=False,
+                ).last_hidden_state[:, -1]
             output, _ = self._prompt_pass(prompts, hidden=True, logits=False)
         return output.hidden_states[-1][:, -1]
 
@@ -565,12 +829,17 @@ class LLMPolicy:
         targets: torch.Tensor,
         mask: torch.Tensor,
         sampling: Sampling | None,
-        entropy: bool,
+        entropy: bool | str,
         hidden: torch.Tensor | None,
     ) -> Scored:
         """Log-probabilities (and entropies) of the completion tokens under the sampling
         distribution (see `sampling.token_log_probs`), zero at padding."""
-        log_probs, entropies, outside = token_log_probs(picked, targets, sampling, entropy=entropy)
+        log_probs, entropies, outside = token_log_probs(
+            picked, targets, sampling, entropy=entropy is True
+        )
+        if entropy == "log":
+            with torch.no_grad():
+                _, entropies, _ = token_log_probs(picked, targets, sampling, entropy=True)
         if entropies is not None:
             entropies = entropies.masked_fill(~mask, 0.0)
         count = int((outside & mask).sum()) if outside is not None else 0

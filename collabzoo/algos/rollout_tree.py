@@ -171,19 +171,31 @@ class TreeRollout:
         return self.k if node.depth == 0 else self.deeper_k
 
     def sample(self, nodes: Sequence[Node]) -> None:
-        """K samples for every (node, agent): one generate call per distinct policy."""
+        """K samples for every (node, agent): one generate call per distinct model (the
+        agents of a LoRA team share their base model's call, each row with its adapter)."""
         groups: dict[int, list[tuple[Node, str]]] = {}
         for node in nodes:
             for agent in node.agents:
-                groups.setdefault(id(self.policies[agent]), []).append((node, agent))
+                policy = self.policies[agent]
+                shared_base = getattr(policy, "adapter", None) is not None
+                key = id(policy.model) if shared_base else id(policy)
+                groups.setdefault(key, []).append((node, agent))
         for members in groups.values():
             policy = self.policies[members[0][1]]
-            prompts = [
-                node.observations[agent]
-                for node, agent in members
-                for _ in range(self.samples_at(node))
-            ]
-            completions = policy.generate(prompts, self.sampling)
+            rows = [(node, agent) for node, agent in members for _ in range(self.samples_at(node))]
+            if all(self.policies[agent] is policy for _, agent in members):
+                completions = policy.generate([n.observations[a] for n, a in rows], self.sampling)
+            else:  # one LoRA base, several adapters: each row encoded by its own agent
+                encoded: dict[tuple[str, int], list[int]] = {}
+                for node, agent in rows:
+                    if (agent, id(node)) not in encoded:
+                        own = self.policies[agent]
+                        encoded[agent, id(node)] = own.encode_prompt(node.observations[agent])
+                completions = policy.generate_ids(
+                    [encoded[agent, id(node)] for node, agent in rows],
+                    self.sampling,
+                    adapters=[self.policies[agent].adapter for _, agent in rows],
+                )
             self.generate_calls += 1
             start = 0
             for node, agent in members:

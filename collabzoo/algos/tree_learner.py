@@ -22,6 +22,7 @@ import torch
 
 from collabzoo.algos.advantages import STD_MODES, group_advantages, sample_returns
 from collabzoo.algos.learner import Learner, LearnerConfig, update_group
+from collabzoo.algos.placement import model_device
 from collabzoo.algos.policy import LLMPolicy
 from collabzoo.algos.rollout_tree import Node, expanded_nodes
 
@@ -121,9 +122,11 @@ class TreeLearner(Learner):
                 with policy.reference(), policy.mode(train=False):
                     ref, _ = policy.token_log_probs(prompts, completions, sampling=self.sampling)
             else:
-                ref, _ = self.references[id(policy)].token_log_probs(
-                    prompts, completions, sampling=self.sampling
-                )
+                reference = self.references[id(policy)]
+                model = getattr(reference, "model", None)
+                if model is not None and model_device(model) != policy.device:
+                    model.to(policy.device)  # the policy was moved after construction
+                ref, _ = reference.token_log_probs(prompts, completions, sampling=self.sampling)
         q = (ref - log_probs).masked_fill(~mask, 0.0)
         per_token = (torch.exp(q) - q - 1.0).masked_fill(~mask, 0.0)
         return per_token.sum() / mask.sum().clamp(min=1)

@@ -64,9 +64,20 @@ class UpdateGroup:
         if not torch.isfinite(norm):
             self.skip()
             return None
+        self._state_follows_parameters()
         self.optimizer.step()
         self.zero_grad()
         return float(norm)
+
+    def _state_follows_parameters(self) -> None:
+        """Move AdamW's moments to their parameter's device: a model moved after steps were
+        taken (or a checkpoint loaded elsewhere) keeps training instead of failing on mixed
+        devices."""
+        for parameter in self.parameters:
+            state = self.optimizer.state.get(parameter)
+            for key, value in (state or {}).items():
+                if torch.is_tensor(value) and value.dim() and value.device != parameter.device:
+                    state[key] = value.to(parameter.device)
 
     def state_dict(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict(), "skipped": self.skipped}

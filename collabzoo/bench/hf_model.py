@@ -62,22 +62,22 @@ class HFModel:
 
 
 def _device(requested: str) -> str:
-    import torch
+    """The training rule (`collabzoo.algos.placement`): "auto" is CUDA when present."""
+    from collabzoo.algos.placement import resolve_device
 
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return requested
+    try:
+        return str(resolve_device(requested))
+    except ValueError as error:
+        raise TeamError(str(error)) from None
 
 
 def _dtype(name: str) -> Any:
-    if name == "auto":
-        return None
-    import torch
+    from collabzoo.algos.placement import resolve_dtype
 
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype):
-        raise TeamError(f"unknown dtype {name!r}; expected auto, float32, bfloat16, float16, ...")
-    return dtype
+    try:
+        return resolve_dtype(name)
+    except ValueError as error:
+        raise TeamError(str(error)) from None
 
 
 def checkpoint_folders(path: str, agents: Sequence[str]) -> dict[Path, list[str]]:
