@@ -9,6 +9,7 @@ that says how to provide it; with CI=true it fails.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,17 @@ from collabzoo.sandbox.pool import PooledSandbox
 from collabzoo.sandbox.probe import isolation_proven
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+
+VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
+collect_ignore = [] if VLLM_INSTALLED else ["vllm"]
+"""tests/vllm need vLLM, whose pins clash with the other extras: `.ci/vllm-tests` runs them in a
+virtual environment of their own (the README's test command calls it)."""
+
+
+def pytest_report_header() -> str | None:
+    if VLLM_INSTALLED:
+        return None
+    return "tests/vllm not collected: vLLM is not installed here; .ci/vllm-tests runs them"
 
 
 def _shared_data_dir() -> Path:

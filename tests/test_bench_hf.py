@@ -196,3 +196,14 @@ def test_chat_template_options_reach_hf_models(tmp_path: Path, capsys) -> None:
     assert "--chat-template-kwargs must be JSON" in capsys.readouterr().err
     assert bench(tmp_path / "bad", f"hf:{folder}", "--chat-template-kwargs", "[1]") == 2
     assert "must be a JSON object" in capsys.readouterr().err
+
+
+def test_a_vllm_team_without_vllm_says_how_to_install_it(tmp_path: Path, capsys) -> None:
+    """Here vLLM is not installed (its tests run in .ci/vllm-tests' own environment)."""
+    from tests.conftest import VLLM_INSTALLED
+
+    if VLLM_INSTALLED:
+        pytest.skip("vLLM is installed here: tests/vllm cover vllm: teams")
+    assert bench(tmp_path, "vllm:tiny") != 0
+    assert "collabzoo[vllm]" in capsys.readouterr().err
+

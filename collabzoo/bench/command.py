@@ -96,21 +96,20 @@ def select_envs(text: str) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
     return list(chosen.items()), group
 
 
-def _template_options(raw: str | None) -> dict[str, Any] | None:
-    """--chat-template-kwargs: a JSON object, or None when not given."""
+def _template_options(
+    raw: str | None,
+    flag: str = "--chat-template-kwargs",
+    example: str = '{"enable_thinking": false}',
+) -> dict[str, Any] | None:
+    """A JSON-object option (--chat-template-kwargs, --vllm-kwargs), or None when not given."""
     if raw is None:
         return None
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as error:
-        raise BenchUsageError(
-            f"--chat-template-kwargs must be JSON ({error}), got {raw!r}"
-        ) from None
+        raise BenchUsageError(f"{flag} must be JSON ({error}), got {raw!r}") from None
     if not isinstance(value, dict):
-        raise BenchUsageError(
-            f'--chat-template-kwargs must be a JSON object such as {{"enable_thinking": false}}, '
-            f"got {raw!r}"
-        )
+        raise BenchUsageError(f"{flag} must be a JSON object such as {example}, got {raw!r}")
     return value
 
 
@@ -214,6 +213,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         max_prompt_tokens=args.max_prompt_tokens,
         chat_template_kwargs=_template_options(args.chat_template_kwargs),
+        vllm_kwargs=_template_options(
+            args.vllm_kwargs, "--vllm-kwargs", '{"gpu_memory_utilization": 0.8}'
+        ),
         concurrency=args.concurrency,
         timeout=args.timeout,
         retries=args.retries,
@@ -448,7 +450,7 @@ def add_commands(commands: Any) -> None:
         help=f"0: off (default: {REFERENCE_TOP_K}, and off for openai teams)",
     )
     sampling.add_argument("--greedy", action="store_true", help="greedy decoding instead")
-    hf = bench.add_argument_group("hf: teams")
+    hf = bench.add_argument_group("hf: and vllm: teams")
     hf.add_argument("--device", default=ModelOptions.device, help="auto, cpu, cuda, cuda:1 ...")
     hf.add_argument("--dtype", default=ModelOptions.dtype, help="auto, bfloat16, float16 ...")
     hf.add_argument("--max-prompt-tokens", type=int, default=ModelOptions.max_prompt_tokens)
@@ -457,6 +459,12 @@ def add_commands(commands: Any) -> None:
         default=None,
         metavar="JSON",
         help="options of the chat template, e.g. '{\"enable_thinking\": false}' for Qwen3",
+    )
+    bench.add_argument_group("vllm: teams (also --dtype, --max-prompt-tokens, ...)").add_argument(
+        "--vllm-kwargs",
+        default=None,
+        metavar="JSON",
+        help="settings of vllm.LLM, e.g. '{\"gpu_memory_utilization\": 0.8}'",
     )
     endpoint = bench.add_argument_group("openai: teams")
     endpoint.add_argument(

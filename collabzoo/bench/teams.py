@@ -6,6 +6,8 @@
     hf:CHECKPOINT                     a `collabzoo train` checkpoint: one folder per policy,
                                       named after its agents joined by "+"
     hf:MODEL_1,MODEL_2                one model per agent, in play order
+    vllm:MODEL, vllm:CHECKPOINT, ...  the same targets on local vLLM engines (one per model; a
+                                      LoRA team's checkpoint on one engine with its adapters)
     openai:http://HOST:PORT/v1/MODEL  any OpenAI-compatible chat endpoint (vLLM, llama.cpp, ...)
     openai:BASE_URL#MODEL             the same, when the base URL does not end in /v1
 
@@ -26,7 +28,9 @@ from collabzoo.bench.models import Generation, Sampling, ScriptedModel, TextMode
 from collabzoo.bench.protocols import CallSeeds
 from collabzoo.envs.scripted_teams import CODE_GAMES, TEAMS, code_oracle
 
-KINDS = ("scripted", "hf", "openai")
+KINDS = ("scripted", "hf", "vllm", "openai")
+LOCAL_KINDS = ("hf", "vllm")
+"""Kinds whose models load in this process, one team at a time."""
 SCRIPTED_KINDS = ("oracle", "naive", "heuristic")
 
 
@@ -46,11 +50,13 @@ class ModelOptions:
     device: str = "auto"
     """hf: "auto" (CUDA when available), "cpu", "cuda", "cuda:1", ..."""
     dtype: str = "auto"
-    """hf: torch dtype name, or "auto" (the checkpoint's)."""
+    """hf, vllm: torch dtype name, or "auto" (the checkpoint's)."""
     max_prompt_tokens: int = 4096
-    """hf: prompts longer than this keep their last tokens (game histories grow long)."""
+    """hf, vllm: prompts longer than this keep their last tokens (game histories grow long)."""
     chat_template_kwargs: dict[str, Any] | None = None
-    """hf: options of the chat template, e.g. {"enable_thinking": False} for Qwen3."""
+    """hf, vllm: options of the chat template, e.g. {"enable_thinking": False} for Qwen3."""
+    vllm_kwargs: dict[str, Any] | None = None
+    """vllm: settings of `vllm.LLM` (gpu_memory_utilization, max_model_len, ...)."""
     concurrency: int = 8
     """openai: requests in flight per endpoint, and episodes played at once."""
     timeout: float = 120.0
@@ -203,22 +209,19 @@ class TeamSpec:
             )
         if len(self.members) == 1:
             only = self.members[0]
-            if only.kind == "hf":
-                from collabzoo.bench.hf_model import load_hf_team
-
-                return Team(self.label, load_hf_team([only.target], agents, options))
+            if only.kind in LOCAL_KINDS:
+                return Team(self.label, load_local_team(only.kind, [only.target], agents, options))
             model = self._model(only, env, game, options, {})
             return Team(self.label, dict.fromkeys(agents, model))
         made: dict[Member, TextModel] = {}
-        hf_items = [m for m in self.members if m.kind == "hf"]
         members: dict[str, TextModel] = {}
-        if hf_items:
-            from collabzoo.bench.hf_model import load_hf_team
-
-            hf_agents = [a for a, m in zip(agents, self.members, strict=True) if m.kind == "hf"]
-            members.update(load_hf_team([m.target for m in hf_items], hf_agents, options))
+        for kind in LOCAL_KINDS:
+            items = [(a, m) for a, m in zip(agents, self.members, strict=True) if m.kind == kind]
+            if items:
+                targets = [m.target for _, m in items]
+                members.update(load_local_team(kind, targets, [a for a, _ in items], options))
         for agent, member in zip(agents, self.members, strict=True):
-            if member.kind != "hf":
+            if member.kind not in LOCAL_KINDS:
                 members[agent] = self._model(member, env, game, options, made)
         return Team(self.label, {agent: members[agent] for agent in agents})
 
@@ -237,6 +240,19 @@ class TeamSpec:
             model = OpenAIModel.from_target(member.target, options)
         made[member] = model
         return model
+
+
+def load_local_team(
+    kind: str, targets: Sequence[str], agents: Sequence[str], options: ModelOptions
+) -> dict[str, Any]:
+    """The members of an `hf:` or `vllm:` team (imported only when such a team plays)."""
+    if kind == "vllm":
+        from collabzoo.bench.vllm_model import load_vllm_team
+
+        return load_vllm_team(targets, agents, options)
+    from collabzoo.bench.hf_model import load_hf_team
+
+    return load_hf_team(targets, agents, options)
 
 
 def scripted_policy(kind: str, game: str, env: Any) -> Callable[[str], str]:

