@@ -206,4 +206,3 @@ def test_a_vllm_team_without_vllm_says_how_to_install_it(tmp_path: Path, capsys)
         pytest.skip("vLLM is installed here: tests/vllm cover vllm: teams")
     assert bench(tmp_path, "vllm:tiny") != 0
     assert "collabzoo[vllm]" in capsys.readouterr().err
-

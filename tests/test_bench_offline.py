@@ -293,7 +293,7 @@ def test_interval_math() -> None:
     [
         (["--env", "nope", "--team", "scripted:oracle"], "unknown environment 'nope'"),
         (["--env", "strbuild", "--team", "gpt4"], "must start with a kind: KIND:TARGET"),
-        (["--env", "strbuild", "--team", "vllm:x"], "KIND one of scripted, hf, openai"),
+        (["--env", "strbuild", "--team", "sglang:x"], "KIND one of scripted, hf, vllm, openai"),
         (["--env", "strbuild", "--team", "scripted:genius"], "unknown scripted team 'genius'"),
         (["--env", "strbuild", "--team", "hf:"], "hf: needs a target"),
         (

@@ -1,0 +1,94 @@
+"""Generation tokens/s: a vLLM engine against transformers' `generate` (through `LLMPolicy`),
+side by side on the same model, prompts and sampling settings, alternating for `--rounds`.
+
+Models (random weights, saved to a temporary folder first): `tiny` (a byte-level Qwen2 model
+with hidden 128 and 2 heads: vLLM's CPU attention needs head_dim 64) and `qwen2.5-0.5b` (the
+exact shape of Qwen2.5-0.5B, `collabzoo.algos.model_loading.shaped_causal_lm`, in bf16).
+Both sides get the same prompt token ids and generate `--new-tokens` tokens per row: the stop
+token is one of the vocabulary's ids and the rows run to the end whatever is sampled.
+
+Runs where vLLM is installed (on a CPU machine: `.ci/vllm-tests` makes such an environment,
+`.venv-vllm`):
+
+    .venv-vllm/bin/python benchmarks/vllm_generation.py --model tiny --rows 32 --new-tokens 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+
+def save_model(kind: str, folder: Path) -> None:
+    import torch
+
+    from collabzoo.algos.model_loading import shaped_causal_lm, tiny_causal_lm
+
+    if kind == "tiny":
+        model, tokenizer = tiny_causal_lm(0, hidden_size=128, num_heads=2, num_kv_heads=1)
+        tokenizer.save_pretrained(folder)
+    else:
+        model = shaped_causal_lm(kind, dtype=torch.bfloat16)
+    model.generation_config.eos_token_id = None  # rows run to --new-tokens on both sides
+    model.save_pretrained(folder)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="tiny", choices=("tiny", "qwen2.5-0.5b"))
+    parser.add_argument("--rows", type=int, default=32)
+    parser.add_argument("--prompt-tokens", type=int, default=128)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+
+    import torch
+    from transformers import AutoModelForCausalLM
+    from vllm import LLM, SamplingParams
+
+    from collabzoo.algos.policy import LLMPolicy
+    from collabzoo.algos.sampling import Sampling
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / args.model
+        save_model(args.model, folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype="auto")
+        vocab = model.config.vocab_size
+
+        class Ids:  # token ids in, token ids out: no tokenizer needed on either side
+            pad_token_id = 0
+            eos_token_id = None
+
+            def decode(self, ids, skip_special_tokens=True):
+                return ""
+
+        policy = LLMPolicy(model, Ids())
+        policy.stop_ids = []
+        generator = torch.Generator().manual_seed(0)
+        prompts = torch.randint(1, vocab, (args.rows, args.prompt_tokens), generator=generator)
+        prompts = prompts.tolist()
+        sampling = Sampling(args.new_tokens, temperature=0.6, top_p=0.6, top_k=50)
+        started = time.perf_counter()
+        engine = LLM(model=str(folder), dtype="auto", seed=0, skip_tokenizer_init=True)
+        print(f"vLLM engine start: {time.perf_counter() - started:.1f} s", flush=True)
+        params = SamplingParams(
+            temperature=0.6, top_p=0.6, top_k=50, max_tokens=args.new_tokens, ignore_eos=True
+        )
+        tokens = args.rows * args.new_tokens
+        best = {"transformers": float("inf"), "vllm": float("inf")}
+        for _ in range(args.rounds):
+            started = time.perf_counter()
+            policy.generate_ids(prompts, sampling)
+            best["transformers"] = min(best["transformers"], time.perf_counter() - started)
+            started = time.perf_counter()
+            engine.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+            best["vllm"] = min(best["vllm"], time.perf_counter() - started)
+        for name, seconds in best.items():
+            print(f"{name:13} {tokens / seconds:9.1f} tokens/s ({seconds:.2f} s, best round)")
+        print(f"vLLM / transformers: {best['transformers'] / best['vllm']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
