@@ -103,7 +103,8 @@ def checkpoint_folders(path: str, agents: Sequence[str]) -> dict[Path, list[str]
     return found
 
 
-def _adapter_folder(folder: Path, agent: str | None) -> Path | None:
+def adapter_folder(folder: Path, agent: str | None) -> Path | None:
+    """The LoRA adapter folder for `agent` in a saved folder (its own subfolder first)."""
     for candidate in ([folder / agent] if agent else []) + [folder]:
         if (candidate / ADAPTER_CONFIG).is_file():
             return candidate
@@ -125,7 +126,7 @@ def load_policy(name: str, agent: str | None, options: ModelOptions) -> tuple[An
     source: dict[str, Any] = {"name": name, "device": device, "dtype": options.dtype}
     folder = Path(name).expanduser()
     try:
-        adapter = _adapter_folder(folder, agent) if folder.is_dir() else None
+        adapter = adapter_folder(folder, agent) if folder.is_dir() else None
         if adapter is not None:
             from peft import PeftModel
 
@@ -172,29 +173,40 @@ def load_policy(name: str, agent: str | None, options: ModelOptions) -> tuple[An
 def load_hf_team(
     targets: Sequence[str], agents: Sequence[str], options: ModelOptions
 ) -> dict[str, HFModel]:
-    """One HFModel per agent: one target for all agents (or a checkpoint folder holding one
-    policy per agent group), or one target per agent. Repeated targets load once."""
+    """One HFModel per agent (see `assign_members`)."""
+    return assign_members(
+        targets,
+        agents,
+        lambda target, agent: HFModel(*load_policy(target, agent, options)),
+        "Hugging Face models",
+    )
+
+
+def assign_members(
+    targets: Sequence[str], agents: Sequence[str], member: Any, what: str
+) -> dict[str, Any]:
+    """A member per agent from `member(target, agent)`: one target for all agents (or a
+    checkpoint folder holding one policy per agent group), or one target per agent. Repeated
+    targets load once; `agent` picks a saved LoRA team's adapter."""
     if len(targets) == 1:
         folders = checkpoint_folders(targets[0], agents)
         if folders:
-            team: dict[str, HFModel] = {}
+            team: dict[str, Any] = {}
             for folder, names in folders.items():
-                policy, source = load_policy(str(folder), names[0], options)
-                source["checkpoint"] = targets[0]
-                model = HFModel(policy, source)
-                team.update(dict.fromkeys(names, model))
+                made = member(str(folder), names[0])
+                made.source["checkpoint"] = targets[0]
+                team.update(dict.fromkeys(names, made))
             return {agent: team[agent] for agent in agents}
-        policy, source = load_policy(targets[0], None, options)
-        return dict.fromkeys(agents, HFModel(policy, source))
+        return dict.fromkeys(agents, member(targets[0], None))
     if len(targets) != len(agents):
         raise TeamError(
-            f"{len(targets)} Hugging Face models for {len(agents)} agents "
+            f"{len(targets)} {what} for {len(agents)} agents "
             f"({', '.join(agents)}): give one, or one per agent"
         )
-    loaded: dict[str, HFModel] = {}
+    loaded: dict[str, Any] = {}
     members = {}
     for agent, target in zip(agents, targets, strict=True):
         if target not in loaded:  # a LoRA folder of a saved team: this agent's adapter
-            loaded[target] = HFModel(*load_policy(target, agent, options))
+            loaded[target] = member(target, agent)
         members[agent] = loaded[target]
     return members

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from collabzoo.bench.hf_model import ADAPTER_CONFIG, HF_TOKENS, checkpoint_folders
+from collabzoo.bench.hf_model import ADAPTER_CONFIG, HF_TOKENS, adapter_folder, assign_members
 from collabzoo.bench.models import Generation, Sampling
 from collabzoo.bench.teams import ModelOptions, TeamError
 
@@ -139,12 +139,7 @@ def load_vllm_team(
 
     def member(target: str, agent: str | None) -> VLLMModel:
         folder = Path(target).expanduser()
-        adapter = None
-        if folder.is_dir():
-            for candidate in ([folder / agent] if agent else []) + [folder]:
-                if (candidate / ADAPTER_CONFIG).is_file():
-                    adapter = candidate
-                    break
+        adapter = adapter_folder(folder, agent) if folder.is_dir() else None
         source: dict[str, Any] = {"name": target, "dtype": options.dtype}
         if adapter is None:
             if target not in engines:
@@ -163,25 +158,4 @@ def load_vllm_team(
         tokens = str(folder) if (folder / "tokenizer_config.json").is_file() else base
         return VLLMModel(engines[key], _encoder(tokens, options), request, source)
 
-    if len(targets) == 1:
-        folders = checkpoint_folders(targets[0], agents)
-        if folders:
-            team: dict[str, VLLMModel] = {}
-            for folder, names in folders.items():
-                made = member(str(folder), names[0])
-                made.source["checkpoint"] = targets[0]
-                team.update(dict.fromkeys(names, made))
-            return {agent: team[agent] for agent in agents}
-        return dict.fromkeys(agents, member(targets[0], None))
-    if len(targets) != len(agents):
-        raise TeamError(
-            f"{len(targets)} vLLM models for {len(agents)} agents ({', '.join(agents)}): "
-            "give one, or one per agent"
-        )
-    loaded: dict[str, VLLMModel] = {}
-    members = {}
-    for agent, target in zip(agents, targets, strict=True):
-        if target not in loaded:
-            loaded[target] = member(target, agent)
-        members[agent] = loaded[target]
-    return members
+    return assign_members(targets, agents, member, "vLLM models")
