@@ -99,11 +99,10 @@ def head_token_log_probs(
     def run(rows: torch.Tensor, chosen: torch.Tensor) -> tuple[torch.Tensor, ...]:
         logits = head(rows)
         log_probs, spread, outside = token_log_probs(
-            logits, chosen, sampling, entropy=entropy is True
+            logits, chosen, sampling, entropy=bool(entropy)
         )
-        if entropy == "log":
-            with torch.no_grad():
-                _, spread, _ = token_log_probs(logits.detach(), chosen, sampling, entropy=True)
+        if entropy == "log" and spread is not None:
+            spread = spread.detach()  # for the logs: its graph is dropped here
         empty = torch.empty(0, device=rows.device)
         return (
             log_probs,

@@ -835,11 +835,10 @@ class LLMPolicy:
         """Log-probabilities (and entropies) of the completion tokens under the sampling
         distribution (see `sampling.token_log_probs`), zero at padding."""
         log_probs, entropies, outside = token_log_probs(
-            picked, targets, sampling, entropy=entropy is True
+            picked, targets, sampling, entropy=bool(entropy)
         )
-        if entropy == "log":
-            with torch.no_grad():
-                _, entropies, _ = token_log_probs(picked, targets, sampling, entropy=True)
+        if entropy == "log" and entropies is not None:
+            entropies = entropies.detach()  # for the logs: its graph is dropped here
         if entropies is not None:
             entropies = entropies.masked_fill(~mask, 0.0)
         count = int((outside & mask).sum()) if outside is not None else 0
