@@ -56,8 +56,7 @@ def body_and_head(model: Any) -> tuple[Any, Any] | None:
     config = getattr(model, "config", None)
     if any(getattr(config, name, None) not in (None, 1, 1.0) for name in UNSUPPORTED_CONFIG):
         return None
-    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
-    if any(kind != "full_attention" for kind in layer_types):
+    if not full_attention_only(config):
         return None
     try:
         body, head = get_decoder(), get_head()
@@ -66,6 +65,13 @@ def body_and_head(model: Any) -> tuple[Any, Any] | None:
     if body is None or body is model or not isinstance(head, torch.nn.Module):
         return None
     return body, head
+
+
+def full_attention_only(config: Any) -> bool:
+    """Whether every layer attends to the whole past (no sliding window, no recurrent layer):
+    what a gathered or replay-safe key/value cache assumes."""
+    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
+    return all(kind == "full_attention" for kind in layer_types)
 
 
 def chunk_tokens(vocab: int, chunk: int | None = None) -> int:
@@ -219,6 +225,7 @@ __all__ = [
     "body_and_head",
     "checkpoint_with_cache",
     "chunk_tokens",
+    "full_attention_only",
     "head_token_log_probs",
     "prefix_cache",
     "replay_safe_cache",

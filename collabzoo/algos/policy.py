@@ -40,6 +40,7 @@ from collabzoo.algos.head_scoring import (
     body_and_head,
     checkpoint_with_cache,
     chunk_tokens,
+    full_attention_only,
     head_token_log_probs,
     prefix_cache,
     replay_safe_cache,
@@ -514,12 +515,11 @@ class LLMPolicy:
         """Whether `generate` can continue from a prefilled cache: a causal LM whose forward
         takes `logits_to_keep` and whose layers are all full attention."""
         model = generation_model(self.model)
-        layer_types = getattr(model.config, "layer_types", None) or ["full_attention"]
         try:
             takes = "logits_to_keep" in inspect.signature(model.forward).parameters
         except (TypeError, ValueError):
             return False
-        return takes and all(kind == "full_attention" for kind in layer_types)
+        return takes and full_attention_only(model.config)
 
     # ----- scoring ------------------------------------------------------------------------------
     def score(
