@@ -41,7 +41,10 @@ def agent_weights(trainer, agent: str) -> list:
 def fixed_advantages(batch: dict, scale: dict[str, float]) -> dict:
     """The tree learners' batch with advantages +-1 (times the agent's scale) in turn."""
     return {
-        agent: [(p, c, (-1.0) ** i * scale.get(agent, 1.0)) for i, (p, c, _) in enumerate(items)]
+        agent: [
+            (p, c, (-1.0) ** i * scale.get(agent, 1.0), *rest)
+            for i, (p, c, _, *rest) in enumerate(items)
+        ]
         for agent, items in batch.items()
     }
 

@@ -24,7 +24,9 @@ Per update:
        critic: value_loss_coef * mean_g (V(h_g) - y_g)^2, or with value clipping
                value_loss_coef * mean_g max((V - y)^2, (V_old + clip(V - V_old, +-c) - y)^2).
    pi is the distribution the rollout sampled from (temperature, top-k, top-p); loss passes run
-   in train mode. CC's critic sees each transition once per pass (not once per agent).
+   in train mode. A rollout sampled by vLLM weights each token's actor term by
+   min(pi_old / pi_vllm, C) (`off_policy`). CC's critic sees each transition once per pass
+   (not once per agent).
 
 Each distinct actor and each critic with a backbone of its own is an `UpdateGroup` with its own
 AdamW, gradient clip and skip; a value head on an actor's backbone belongs to that actor's group
@@ -45,6 +47,7 @@ import torch
 from collabzoo.algos.advantages import STD_FLOOR
 from collabzoo.algos.critics import Critic, build_critic
 from collabzoo.algos.learner import Learner, LearnerConfig, update_group
+from collabzoo.algos.off_policy import DriftLog, truncated_importance_weights
 from collabzoo.algos.placement import parse_device_map, place_models, resolve_device
 from collabzoo.algos.policy import LLMPolicy
 from collabzoo.algos.rollout_tree import Child, Node, expanded_nodes
@@ -95,6 +98,8 @@ class Sample:
     target: float
     old_value: float
     old_log_probs: list[float] | None = field(default=None, repr=False)
+    sampler_log_probs: list[float] | None = field(default=None, repr=False)
+    """The sampling engine's log-probabilities (vLLM rollouts), for the off-policy weight."""
 
 
 @dataclass
@@ -110,11 +115,13 @@ def clipped_policy_loss(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     clip_range: float | None,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """PPO's clipped surrogate with per-token ratios rho_t = exp(log pi - log pi_old), summed
     over each completion's tokens (the macro-action's log-probability is a sum) and averaged
-    over completions: -mean_g sum_t min(rho_t A_g, clip(rho_t, 1 - eps, 1 + eps) A_g).
-    Without clipping it is -mean_g sum_t rho_t A_g, whose gradient at rho = 1 is the plain
+    over completions: -mean_g sum_t w_t min(rho_t A_g, clip(rho_t, 1 - eps, 1 + eps) A_g),
+    where w_t is the off-policy weight of a vLLM-sampled token (`off_policy`; 1 without).
+    Without clipping it is -mean_g sum_t w_t rho_t A_g, whose gradient at rho = 1 is the plain
     policy gradient. Returns (loss, fraction of real tokens whose ratio was clipped)."""
     ratio = torch.exp((log_probs - old_log_probs).masked_fill(~mask, 0.0))
     advantage = advantages.unsqueeze(-1)
@@ -125,6 +132,8 @@ def clipped_policy_loss(
         surrogate = torch.minimum(surrogate, bounded)
         outside = ((ratio - 1.0).abs() > clip_range) & mask
         clipped_fraction = outside.sum() / mask.sum().clamp(min=1)
+    if weights is not None:
+        surrogate = surrogate * weights
     loss = -(surrogate.masked_fill(~mask, 0.0).sum(-1)).mean()
     return loss, clipped_fraction
 
@@ -221,6 +230,8 @@ class ActorCriticLearner(Learner):
             deeper_generations=1,
             record_state=self.centralized,
         )
+        self.drift = DriftLog()
+        """The sampler drift of the current update (vLLM rollouts only)."""
         self.critics = self._build_critics(critics)
         self._place_critics()
         for critic in self.critics.values():
@@ -484,6 +495,7 @@ class ActorCriticLearner(Learner):
                             advantage,
                             target,
                             old,
+                            sampler_log_probs=completion.sampler_log_probs,
                         )
                         samples[agent].append(sample)
                         critic = None if self.centralized else self.critics[agent]
@@ -540,19 +552,31 @@ class ActorCriticLearner(Learner):
         stats.setdefault("outside_kept_tokens", []).append(float(scored.outside_kept))
         device = scored.log_probs.device
         advantages = torch.tensor([s.advantage for s in part], device=device)
-        if self.uses_ratio:
-            old = torch.zeros_like(scored.log_probs)
+        old = scored.log_probs.detach()  # one pass, one step: pi_old is the current policy
+        if self.uses_ratio and any(s.old_log_probs is not None for s in part):
+            old = old.clone()
             for row, s in enumerate(part):
-                if s.old_log_probs is None:  # one pass, one step: pi_old is the current policy
-                    old[row] = scored.log_probs[row].detach()
-                else:
+                if s.old_log_probs is not None:
+                    old[row] = 0.0
                     old[row, : len(s.old_log_probs)] = torch.tensor(s.old_log_probs)
+        weights = None  # vLLM rollouts: w_t = min(pi_old / pi_sampler, C) per token
+        if any(s.sampler_log_probs is not None for s in part):
+            found = truncated_importance_weights(
+                old,
+                [s.sampler_log_probs for s in part],
+                scored.mask,
+                self.args.vllm_importance_sampling_cap,
+            )
+            self.drift.add(found)
+            weights = found.weights
+        if self.uses_ratio:
             policy_loss, clipped = clipped_policy_loss(
-                scored.log_probs, old, advantages, scored.mask, self.clip_range
+                scored.log_probs, old, advantages, scored.mask, self.clip_range, weights
             )
             stats.setdefault("clip_fraction", []).append(clipped.item())
         else:
-            policy_loss = -(advantages * scored.log_probs.sum(-1)).mean()
+            weighted = scored.log_probs if weights is None else scored.log_probs * weights
+            policy_loss = -(advantages * weighted.sum(-1)).mean()
         tokens = scored.mask.sum(-1).clamp(min=1)
         entropy = (scored.entropy.sum(-1) / tokens).mean()
         loss = policy_loss - self.args.entropy_coef * entropy
@@ -597,6 +621,7 @@ class ActorCriticLearner(Learner):
             if self.epochs > 1 or batches_per_pass > 1:
                 self._record_old_log_probs(samples)
         stats: dict[str, list[float]] = {}
+        self.drift = DriftLog()
         skipped = steps = 0
         for group in self.groups.values():  # every step below frees its group's gradients
             group.zero_grad()
@@ -650,6 +675,7 @@ class ActorCriticLearner(Learner):
             skipped=float(skipped),
             skipped_updates=float(self.skipped_updates),
         )
+        metrics.update(self.drift.metrics())
         return metrics
 
     def learn(self, roots: list[Node]) -> dict[str, float]:

@@ -76,6 +76,10 @@ class Completion:
     text: str
     prompt_ids: list[int]
     completion_ids: list[int] = field(repr=False)
+    sampler_log_probs: list[float] | None = field(default=None, repr=False)
+    """Log-probabilities of the completion tokens under the distribution an external engine
+    (vLLM) sampled them from, for the learners' off-policy correction; None when the policy
+    sampled them itself."""
 
 
 def _id_list(value: Any) -> list[int]:
@@ -99,6 +103,18 @@ def generation_model(model: Any) -> Any:
     """The transformers model under a peft wrapper (whose `generation_config` generate reads)."""
     base = getattr(model, "get_base_model", None)
     return base() if callable(base) else model
+
+
+def encode_rows(policies: Sequence[LLMPolicy], prompts: Sequence[str]) -> list[list[int]]:
+    """Row i's prompt encoded by policy i (each agent's own chat template and budget), every
+    distinct (policy, prompt) once."""
+    if len(policies) != len(prompts):
+        raise ValueError(f"{len(policies)} policies for {len(prompts)} prompts: one each expected")
+    encoded: dict[tuple[int, str], list[int]] = {}
+    for policy, prompt in zip(policies, prompts, strict=True):
+        if (id(policy), prompt) not in encoded:
+            encoded[id(policy), prompt] = policy.encode_prompt(prompt)
+    return [encoded[id(p), prompt] for p, prompt in zip(policies, prompts, strict=True)]
 
 
 class LLMPolicy:
@@ -242,6 +258,11 @@ class LLMPolicy:
         """The tokenizer and what this policy trains, loadable with `from_pretrained`: a LoRA
         policy writes its own adapter only (peft's format, naming its base model); a full model
         writes itself."""
+        self.save_weights(folder)
+        self.tokenizer.save_pretrained(folder)
+
+    def save_weights(self, folder: str | Path) -> None:
+        """What `save` writes but the tokenizer: the adapter or the whole model."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         if self.adapter is None:
@@ -255,7 +276,6 @@ class LLMPolicy:
                 for item in written.iterdir():
                     if item.is_file():
                         shutil.move(str(item), folder / item.name)
-        self.tokenizer.save_pretrained(folder)
 
     # ----- contexts -------------------------------------------------------------------------------
     @contextlib.contextmanager

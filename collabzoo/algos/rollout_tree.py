@@ -21,7 +21,7 @@ from typing import Any
 from gymnasium.utils import EzPickle
 
 from collabzoo.algos.advantages import discounted_return
-from collabzoo.algos.policy import Completion, LLMPolicy
+from collabzoo.algos.policy import Completion, LLMPolicy, encode_rows
 from collabzoo.algos.sampling import Sampling
 
 JOINT_MODES = ("aligned", "cross")
@@ -106,6 +106,26 @@ def copy_loses_state(env: Any) -> bool:
     return False
 
 
+Generate = Callable[[Sequence[LLMPolicy], Sequence[Any], Sampling], list[Completion]]
+"""Samples one completion per observation, row i for policy i (the policies of one call share
+one model: one policy, or the agents of one LoRA team)."""
+
+
+def generate_in_process(
+    row_policies: Sequence[LLMPolicy], observations: Sequence[Any], sampling: Sampling
+) -> list[Completion]:
+    """Sampling on the policies' own model (transformers' `generate`): one call, each row with
+    its agent's adapter when the rows mix a LoRA team's agents (peft's mixed-adapter batches)."""
+    policy = row_policies[0]
+    if all(p is policy for p in row_policies):
+        return policy.generate(list(observations), sampling)
+    return policy.generate_ids(
+        encode_rows(row_policies, observations),
+        sampling,
+        adapters=[p.adapter for p in row_policies],
+    )
+
+
 class TreeRollout:
     """Builds rollout trees for a team of policies."""
 
@@ -123,6 +143,7 @@ class TreeRollout:
         reward_transform: Callable[[float], float] = float,
         executor: ThreadPoolExecutor | None = None,
         record_state: bool = False,
+        generate: Generate | None = None,
     ) -> None:
         if joint_mode not in JOINT_MODES:
             raise ValueError(f"joint_mode must be one of {JOINT_MODES}, got {joint_mode!r}")
@@ -141,6 +162,9 @@ class TreeRollout:
         self.threshold = early_termination_threshold
         self.reward_transform = reward_transform
         self.executor = executor or ThreadPoolExecutor(max_workers=8)
+        self.generate = generate or generate_in_process
+        """Samples the rows of one call: the policies' own `generate` by default, or an engine
+        such as `VLLMGenerator.generate`."""
         self.env_steps = 0
         self.generate_calls = 0
 
@@ -181,21 +205,12 @@ class TreeRollout:
                 key = id(policy.model) if shared_base else id(policy)
                 groups.setdefault(key, []).append((node, agent))
         for members in groups.values():
-            policy = self.policies[members[0][1]]
             rows = [(node, agent) for node, agent in members for _ in range(self.samples_at(node))]
-            if all(self.policies[agent] is policy for _, agent in members):
-                completions = policy.generate([n.observations[a] for n, a in rows], self.sampling)
-            else:  # one LoRA base, several adapters: each row encoded by its own agent
-                encoded: dict[tuple[str, int], list[int]] = {}
-                for node, agent in rows:
-                    if (agent, id(node)) not in encoded:
-                        own = self.policies[agent]
-                        encoded[agent, id(node)] = own.encode_prompt(node.observations[agent])
-                completions = policy.generate_ids(
-                    [encoded[agent, id(node)] for node, agent in rows],
-                    self.sampling,
-                    adapters=[self.policies[agent].adapter for _, agent in rows],
-                )
+            completions = self.generate(
+                [self.policies[agent] for _, agent in rows],
+                [node.observations[agent] for node, agent in rows],
+                self.sampling,
+            )
             self.generate_calls += 1
             start = 0
             for node, agent in members:

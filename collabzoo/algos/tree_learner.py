@@ -7,10 +7,11 @@ node's sibling-group advantages per agent, and take one optimizer step on
     loss_i = - mean_g( A_g * sum_t log pi_i(a_g,t | h_g) )  [+ kl_coef * mean_t k3(q_t)]
 
 for each agent i, where pi_i is the distribution the rollout sampled from (temperature, top-k,
-top-p). Each distinct policy has its own optimizer, gradient clip and skip (`update_groups`): a
-non-finite loss skips that policy's step only and is reported; it never becomes a constant. The
-loss pass runs in train mode, the KL reference pass in eval mode. A learner subclass only
-chooses the baseline and normalisation.
+top-p). Rollouts sampled by vLLM weight each token's term by min(pi_i / pi_vllm, C)
+(`off_policy`). Each distinct policy has its own optimizer, gradient clip and skip
+(`update_groups`): a non-finite loss skips that policy's step only and is reported; it never
+becomes a constant. The loss pass runs in train mode, the KL reference pass in eval mode. A
+learner subclass only chooses the baseline and normalisation.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 
 from collabzoo.algos.advantages import STD_MODES, group_advantages, sample_returns
 from collabzoo.algos.learner import Learner, LearnerConfig, update_group
+from collabzoo.algos.off_policy import DriftLog, truncated_importance_weights
 from collabzoo.algos.placement import model_device
 from collabzoo.algos.policy import LLMPolicy
 from collabzoo.algos.rollout_tree import Node, expanded_nodes
@@ -67,6 +69,8 @@ class TreeLearner(Learner):
             self.groups[name] = update_group(
                 name, policy.trainable_parameters(), args.agent_learning_rate, args
             )
+        self.drift = DriftLog()
+        """The sampler drift of the current update (vLLM rollouts only)."""
         self.references: dict[int, Any] = {}
         if args.reference_kl_enabled:
             for policy in self.distinct:
@@ -95,15 +99,21 @@ class TreeLearner(Learner):
         }
 
     # ----- one update ---------------------------------------------------------------------------
-    def training_batch(self, roots: list[Node]) -> dict[str, list[tuple[Any, Any, float]]]:
-        """Per agent: (prompt ids, completion ids, advantage) of every sample."""
-        batch: dict[str, list[tuple[Any, Any, float]]] = {a: [] for a in self.agents}
+    def training_batch(self, roots: list[Node]) -> dict[str, list[tuple[Any, ...]]]:
+        """Per agent: (prompt ids, completion ids, advantage, the sampler's log-probabilities
+        or None) of every sample; a 3-tuple without the last is read as None."""
+        batch: dict[str, list[tuple[Any, ...]]] = {a: [] for a in self.agents}
         for root in roots:
             for node in expanded_nodes(root):
                 for agent, advantages in self.node_advantages(node).items():
                     for completion, advantage in zip(node.samples[agent], advantages, strict=True):
                         batch[agent].append(
-                            (completion.prompt_ids, completion.completion_ids, advantage)
+                            (
+                                completion.prompt_ids,
+                                completion.completion_ids,
+                                advantage,
+                                completion.sampler_log_probs,
+                            )
                         )
         return batch
 
@@ -132,9 +142,13 @@ class TreeLearner(Learner):
         return per_token.sum() / mask.sum().clamp(min=1)
 
     def _policy_loss(
-        self, agent: str, samples: list[tuple[Any, Any, float]], metrics: dict[str, float]
+        self, agent: str, samples: list[tuple[Any, ...]], metrics: dict[str, float]
     ) -> bool:
-        """Backpropagate one agent's loss in chunks; False at the first non-finite chunk."""
+        """Backpropagate one agent's loss in chunks; False at the first non-finite chunk.
+
+        Samples drawn by another engine (vLLM) weight each token's term by the truncated
+        importance ratio w_t = min(pi / pi_sampler, C) of `off_policy`, taken at the policy the
+        step starts from: -mean_g(A_g sum_t w_t log pi(a_g,t | h_g))."""
         policy = self.policies[agent]
         chunk = max(1, self.args.logprob_batch_size)
         agent_loss = agent_kl = 0.0
@@ -146,7 +160,15 @@ class TreeLearner(Learner):
             advantages = torch.tensor([s[2] for s in part], device=policy.device)
             scored = policy.score(prompts, completions, sampling=self.sampling)
             outside += scored.outside_kept
-            loss = -(advantages * scored.log_probs.sum(-1)).sum() / len(samples)
+            weighted = scored.log_probs
+            sampler = [s[3] if len(s) > 3 else None for s in part]
+            if any(found is not None for found in sampler):
+                found = truncated_importance_weights(
+                    scored.log_probs, sampler, scored.mask, self.args.vllm_importance_sampling_cap
+                )
+                self.drift.add(found)
+                weighted = scored.log_probs * found.weights
+            loss = -(advantages * weighted.sum(-1)).sum() / len(samples)
             if self.args.reference_kl_enabled:
                 kl = self._kl(policy, prompts, completions, scored.log_probs, scored.mask)
                 loss = loss + self.args.reference_kl_coef * kl * len(part) / len(samples)
@@ -161,9 +183,10 @@ class TreeLearner(Learner):
             metrics[f"kl/{agent}"] = agent_kl
         return True
 
-    def optimize(self, batch: dict[str, list[tuple[Any, Any, float]]]) -> dict[str, float]:
+    def optimize(self, batch: dict[str, list[tuple[Any, ...]]]) -> dict[str, float]:
         """One step per distinct policy: its agents' losses, its own clip, its own skip."""
         metrics: dict[str, float] = {}
+        self.drift = DriftLog()
         norms: list[float] = []
         skipped = 0
         for policy in self.distinct:
@@ -186,6 +209,7 @@ class TreeLearner(Learner):
             skipped=float(skipped),
             skipped_updates=float(self.skipped_updates),
         )
+        metrics.update(self.drift.metrics())
         return metrics
 
     def learn(self, roots: list[Node]) -> dict[str, float]:
