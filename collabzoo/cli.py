@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 from collabzoo import __version__
-from collabzoo.bench.command import BenchUsageError, add_commands
+from collabzoo.bench.command import BenchUsageError, add_commands, json_object_option
 from collabzoo.envs import entries, make, resolve
 from collabzoo.envs.scripted_teams import TEAMS, scripted_team
 
@@ -570,6 +570,32 @@ def _placement_settings(args: argparse.Namespace, fields: Any) -> dict[str, Any]
     return settings
 
 
+def _generation_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The learner config's generation fields from --generation and the --vllm-* options."""
+    settings: dict[str, Any] = {"generation_backend": args.generation}
+    vllm_options = {
+        "vllm_kwargs": json_object_option(
+            args.vllm_kwargs, "--vllm-kwargs", '{"enforce_eager": true}'
+        ),
+        "vllm_gpu_memory_utilization": args.vllm_gpu_memory_utilization,
+        "vllm_enable_sleep_mode": args.vllm_sleep_mode or None,
+    }
+    given = {k: v for k, v in vllm_options.items() if v is not None}
+    if args.vllm_importance_sampling_cap is not None:
+        raw = args.vllm_importance_sampling_cap
+        try:
+            given["vllm_importance_sampling_cap"] = None if raw == "none" else float(raw)
+        except ValueError:
+            raise UsageError(
+                f"--vllm-importance-sampling-cap takes a number or 'none', got {raw!r}"
+            ) from None
+    if given and args.generation != "vllm":
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise UsageError(f"{flags}: only with --generation vllm")
+    settings.update(given)
+    return settings
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     try:
         from collabzoo.algos import LEARNERS, LLMPolicy, load_causal_lm, lora_team
@@ -596,6 +622,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         settings.update(_placement_settings(args, fields))
     except ValueError as error:
         raise UsageError(str(error)) from None
+    settings.update(_generation_settings(args))
     try:
         config = config_class(**settings)
     except TypeError as error:
@@ -620,7 +647,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot load model {args.model!r}: {error}") from None
     try:
         trainer = trainer_class(lambda: make(entry.id, **env_kwargs), models, config)
-    except ValueError as error:  # settings the learner refuses (greedy decoding, ...)
+    except (ValueError, ImportError) as error:  # settings the learner refuses, no vLLM, ...
         raise UsageError(str(error)) from None
     placed = ", ".join(f"{a} on {p.device}" for a, p in trainer.policies.items())
     print(
@@ -628,9 +655,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"{placed}, {config.max_updates} updates -> {args.output}",
         flush=True,
     )
-    last = trainer.train()
-    evaluation = trainer.evaluate(args.eval_episodes)
-    saved = trainer.save(f"{args.output}/final")
+    try:
+        last = trainer.train()
+        evaluation = trainer.evaluate(args.eval_episodes)
+        saved = trainer.save(f"{args.output}/final")
+    finally:
+        trainer.close()
     summary = {"updates": trainer.update, "train": last, "eval": evaluation, "saved": str(saved)}
     with open(f"{args.output}/summary.json", "w") as f:
         json.dump(summary, f, indent=2, default=float)
@@ -768,6 +798,38 @@ def build_parser() -> argparse.ArgumentParser:
         "--gradient-checkpointing",
         action="store_true",
         help="recompute activations in backward: less memory, about a third more compute",
+    )
+    generation = train.add_argument_group("generation")
+    generation.add_argument(
+        "--generation",
+        choices=("hf", "vllm"),
+        default="hf",
+        help="what samples the rollouts: transformers' generate (hf) or vLLM engines in this "
+        "process, synced after every step (vllm; needs the vllm extra)",
+    )
+    generation.add_argument(
+        "--vllm-gpu-memory-utilization",
+        type=float,
+        default=None,
+        metavar="F",
+        help="share of the GPU each vLLM engine may take (0.3)",
+    )
+    generation.add_argument(
+        "--vllm-sleep-mode",
+        action="store_true",
+        help="free the engines' GPU memory while training (CUDA only)",
+    )
+    generation.add_argument(
+        "--vllm-importance-sampling-cap",
+        default=None,
+        metavar="C",
+        help="C of the per-token weight min(pi_train / pi_vllm, C) (2.0); 'none': no correction",
+    )
+    generation.add_argument(
+        "--vllm-kwargs",
+        default=None,
+        metavar="JSON",
+        help="more settings of vllm.LLM, e.g. '{\"enforce_eager\": true}'",
     )
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     train.add_argument("--eval-episodes", type=int, default=16, help="episodes of the final eval")

@@ -390,6 +390,13 @@ def test_settings_a_learner_refuses_are_usage_errors(tmp_path, capsys) -> None:
     assert "NAME=DEVICE" in capsys.readouterr().err
     assert main([*command, "--critic-devices", "team=cpu"]) == 2
     assert "has no critics" in capsys.readouterr().err
+    assert main([*command, "--vllm-kwargs", '{"enforce_eager": true}']) == 2
+    assert "--vllm-kwargs: only with --generation vllm" in capsys.readouterr().err
+    vllm = [*command, "--generation", "vllm"]
+    assert main([*vllm, "--vllm-kwargs", "[1]"]) == 2
+    assert "--vllm-kwargs must be a JSON object" in capsys.readouterr().err
+    assert main([*vllm, "--vllm-importance-sampling-cap", "high"]) == 2
+    assert "takes a number or 'none'" in capsys.readouterr().err
 
 
 def test_reward_shift_scale_and_normalisation() -> None:

@@ -29,6 +29,7 @@ from collabzoo.algos.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
+from collabzoo.algos.mlp_policy import MLPPolicy
 from collabzoo.algos.model_loading import team_policies
 from collabzoo.algos.placement import place_models, resolve_dtype
 from collabzoo.algos.policy import LLMPolicy
@@ -36,6 +37,8 @@ from collabzoo.algos.rollout_tree import Node, TreeRollout, expanded_nodes
 from collabzoo.algos.run_log import RunLogger
 from collabzoo.algos.sampling import Sampling
 from collabzoo.algos.update_groups import UpdateGroup, groups_state, load_groups_state
+
+GENERATION_BACKENDS = ("hf", "vllm")
 
 EVAL_SEED = 10**9
 """Evaluation episodes reset with seeds from here on, and evaluation sampling draws from a
@@ -102,6 +105,18 @@ class LearnerConfig:
     gradient_checkpointing: bool = False
     """Recompute each layer's activations in backward (non-reentrant, so shared-prompt scoring
     keeps working): less memory per scored token for about a third more compute."""
+    generation_backend: str = "hf"
+    """What samples the rollouts: "hf" (transformers' `generate` on the trained model) or
+    "vllm" (vLLM engines in this process, synced after every step; see `vllm_generation`)."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """vLLM: the share of the GPU's memory each engine may take (weights and KV cache)."""
+    vllm_enable_sleep_mode: bool = False
+    """vLLM: free each engine's GPU memory while training, where vLLM supports it (CUDA)."""
+    vllm_kwargs: dict[str, Any] | None = None
+    """vLLM: more `vllm.LLM` settings, over collabzoo's (e.g. {"enforce_eager": True})."""
+    vllm_importance_sampling_cap: float | None = 2.0
+    """C of the truncated importance weight min(pi_train / pi_vllm, C) on every token of a
+    vLLM-sampled rollout (see `off_policy`); None: no correction (the drift is still logged)."""
     env_workers: int = 8
     """Threads stepping environment copies concurrently."""
     logging_steps: int = 1
@@ -207,6 +222,7 @@ class Learner:
         )
         for policy in self.distinct:
             self.prepare_policy(policy)
+        self.generator = self._generator()
         self.executor = ThreadPoolExecutor(max_workers=args.env_workers)
         self.rollout = TreeRollout(
             self.env_factory,
@@ -220,6 +236,7 @@ class Learner:
             reward_transform=self._transform_reward,
             executor=self.executor,
             record_state=record_state,
+            generate=self.generator.generate if self.generator else None,
         )
         self.reward_stats = RunningStats()
         self.update = 0
@@ -227,6 +244,48 @@ class Learner:
         self.groups: dict[str, UpdateGroup] = {}
         """Every optimizer of the learner, by name: one per distinct policy (and critic)."""
         self._truncations_logged = 0
+
+    def _generator(self) -> Any:
+        """The vLLM engines of `generation_backend="vllm"` (built on the first rollout), or
+        None: the policies sample themselves."""
+        backend = self.args.generation_backend
+        if backend not in GENERATION_BACKENDS:
+            raise ValueError(
+                f"generation_backend must be one of {GENERATION_BACKENDS}, got {backend!r}"
+            )
+        cap = self.args.vllm_importance_sampling_cap
+        if cap is not None and cap <= 0:
+            raise ValueError(f"vllm_importance_sampling_cap must be positive or None, got {cap}")
+        if backend == "hf":
+            return None
+        if any(isinstance(p, MLPPolicy) for p in self.distinct):
+            raise ValueError(
+                'generation_backend="vllm" samples Hugging Face causal LMs; an MLPPolicy '
+                "samples itself: use the hf backend"
+            )
+        from collabzoo.algos.vllm_generation import VLLMGenerator
+
+        return VLLMGenerator(
+            self.policies,
+            max_new_tokens=self.args.max_new_tokens,
+            seed=self.args.seed,
+            dtype=resolve_dtype(self.args.dtype),
+            gpu_memory_utilization=self.args.vllm_gpu_memory_utilization,
+            sleep_mode=self.args.vllm_enable_sleep_mode,
+            engine_kwargs=self.args.vllm_kwargs,
+        )
+
+    def weights_changed(self) -> None:
+        """Call after changing the policies' weights outside `train_step` (which calls it after
+        each update): a vLLM engine syncs before it samples again."""
+        if self.generator is not None:
+            self.generator.mark_stale()
+
+    def close(self) -> None:
+        """Shut down the vLLM engines (if any) and the env worker threads."""
+        if self.generator is not None:
+            self.generator.close()
+        self.executor.shutdown(wait=False)
 
     def prepare_policy(self, policy: LLMPolicy) -> None:
         """Ready a policy (or a critic's backbone) for training: the config's chat-template
@@ -292,7 +351,10 @@ class Learner:
         """One update: roll out this update's episodes, learn from them, count and report."""
         started = time.perf_counter()
         roots = self.rollout.build(self.episode_seeds(self.update), self.args.discount)
+        if self.generator is not None:
+            self.generator.release()  # sleep mode: the engines' memory is the trainer's now
         metrics = self.learn(roots)
+        self.weights_changed()
         self.update += 1
         metrics.update(self.rollout_metrics(roots, started))
         truncated = self.truncated_prompts()
@@ -374,6 +436,7 @@ class Learner:
             num_generations=1,
             max_depth=self.args.num_turns,
             executor=self.executor,
+            generate=self.rollout.generate,
         )
         seeds = [EVAL_SEED + self.args.seed * 1_000_003 + j for j in range(count)]
         roots = rollout.build(seeds, 1.0)
@@ -435,6 +498,7 @@ class Learner:
         self.samples_seen = state["samples_seen"]
         vars(self.reward_stats).update(state["reward_stats"])
         self.load_extra_state(state.get("extra", {}))
+        self.weights_changed()
 
     def checkpoint(self) -> Path:
         return save_checkpoint(
@@ -459,6 +523,7 @@ class Learner:
 
 
 __all__ = [
+    "GENERATION_BACKENDS",
     "Learner",
     "LearnerConfig",
     "RunningStats",

@@ -96,7 +96,7 @@ def select_envs(text: str) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
     return list(chosen.items()), group
 
 
-def _template_options(
+def json_object_option(
     raw: str | None,
     flag: str = "--chat-template-kwargs",
     example: str = '{"enable_thinking": false}',
@@ -212,8 +212,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         device=args.device,
         dtype=args.dtype,
         max_prompt_tokens=args.max_prompt_tokens,
-        chat_template_kwargs=_template_options(args.chat_template_kwargs),
-        vllm_kwargs=_template_options(
+        chat_template_kwargs=json_object_option(args.chat_template_kwargs),
+        vllm_kwargs=json_object_option(
             args.vllm_kwargs, "--vllm-kwargs", '{"gpu_memory_utilization": 0.8}'
         ),
         concurrency=args.concurrency,
