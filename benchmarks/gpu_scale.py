@@ -20,10 +20,17 @@ run is its own process; with `--comlrl` (CoMLRL installed: `pip install --no-dep
 comlrl==1.4.3` plus wandb), CoMLRL's `MAGRPOTrainer` / `IACTrainer` run the same teams of
 separate models right after collabzoo's, one process each, and the table gives the ratios.
 
+With `--generation hf,vllm` (the `vllm` extra installed), collabzoo's runs are made twice: with
+transformers' `generate` and with colocated vLLM engines (`generation_backend="vllm"`, weights
+synced after every step), and the table gives the ratio. `--vllm-kwargs JSON` passes engine
+settings (e.g. '{"gpu_memory_utilization": 0.4}'); the peak memory of a vLLM run includes the
+engines' reserved KV cache.
+
 On a machine without CUDA, `--device cpu --shape qwen2.5-0.5b --steps 1` proves the real-shape
 path end to end (a test runs it with a smaller workload).
 
     python benchmarks/gpu_scale.py --device cuda --shape qwen2.5-0.5b [--comlrl] [--json F]
+    python benchmarks/gpu_scale.py --device cuda --generation hf,vllm --teams separate,lora
 """
 
 from __future__ import annotations
@@ -192,6 +199,8 @@ def run_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
         progress=False,
         save_steps=0,
         device=params["device"],
+        generation_backend=params.get("generation", "hf"),
+        vllm_kwargs=params.get("vllm_kwargs"),
         **SAMPLING,
     )
     if params["learner"] == "iac":
@@ -207,8 +216,14 @@ def run_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
         trainer = MAGRPOTrainer(prompt_env_class(prompts), policies, config)
     torch.manual_seed(0)
     before = {n: p.detach().clone() for n, p in trainer.policies["a"].trainable_state().items()}
-    result = timed(trainer.train_step, trainer.train_step, params)
+    last: dict[str, float] = {}
+
+    def step() -> None:
+        last.update(trainer.train_step())
+
+    result = timed(step, step, params)
     after = trainer.policies["a"].trainable_state()
+    trainer.close()
     return {
         "library": "collabzoo",
         **result,
@@ -217,6 +232,7 @@ def run_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
             p.numel() for m in models for n, p in m.named_parameters() if "lora_" not in n
         ),
         "weights_changed": any(not torch.equal(before[n], after[n]) for n in before),
+        "sampler_mean_abs_log_ratio": last.get("sampler/mean_abs_log_ratio"),
     }
 
 
@@ -306,6 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--comlrl", action="store_true", help="also run CoMLRL 1.4.3")
+    parser.add_argument(
+        "--generation",
+        default="hf",
+        help="collabzoo's samplers, comma-separated: hf (transformers), vllm (the vllm extra)",
+    )
+    parser.add_argument("--vllm-kwargs", help="JSON settings of vllm.LLM for --generation vllm")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--json", help="write every run here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -317,12 +339,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as workdir:
         for learner in args.learners.split(","):
             for team in args.teams.split(","):
-                libraries = ["collabzoo"]
+                libraries = [("collabzoo", g) for g in args.generation.split(",")]
                 if args.comlrl and team == "separate":
-                    libraries.append("comlrl")
-                for library in libraries:
+                    libraries.append(("comlrl", "hf"))
+                for library, generation in libraries:
                     params = {
                         "library": library,
+                        "generation": generation,
+                        "vllm_kwargs": json.loads(args.vllm_kwargs) if args.vllm_kwargs else None,
                         "learner": learner,
                         "team": team,
                         "shape": args.shape,
@@ -333,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                         "prompt_tokens": args.prompt_tokens,
                         "new_tokens": args.new_tokens,
                         "steps": args.steps,
-                        "workdir": str(Path(workdir) / f"{library}-{learner}-{team}"),
+                        "workdir": str(Path(workdir) / f"{library}-{generation}-{learner}-{team}"),
                     }
                     result = spawn(params, args.timeout)
                     runs.append(result)
@@ -346,19 +370,36 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def describe(run: dict[str, Any]) -> str:
-    name = f"{run['library']:9} {run['learner']:6} {run['team']:8}"
+    name = f"{run['library']:9} {run.get('generation', 'hf'):4} {run['learner']:6} {run['team']:8}"
     if "error" in run:
         return f"{name} FAILED: {run['error']}"
-    return (
+    text = (
         f"{name} {run['joint_samples_per_s']:8.3f} joint samples/s "
         f"{run['generated_tokens_per_s']:9.1f} tokens/s  peak {run['peak_memory_gib']:6.2f} GiB"
     )
+    drift = run.get("sampler_mean_abs_log_ratio")
+    return text if drift is None else f"{text}  drift {drift:.1e}"
 
 
 def summary(runs: list[dict[str, Any]]) -> list[str]:
-    """The ratios the targets name: collabzoo / CoMLRL joint samples/s; LoRA / separate peak."""
-    found = {(r["library"], r["learner"], r["team"]): r for r in runs if "error" not in r}
+    """The ratios the targets name: collabzoo / CoMLRL joint samples/s; LoRA / separate peak;
+    and vLLM / transformers generation for collabzoo's runs."""
+    found = {
+        (r["library"], r["learner"], r["team"]): r
+        for r in runs
+        if "error" not in r and r.get("generation", "hf") == "hf"
+    }
+    vllm = {
+        (r["learner"], r["team"]): r
+        for r in runs
+        if "error" not in r and r.get("generation") == "vllm"
+    }
     lines = []
+    for (learner, team), run in vllm.items():
+        plain = found.get(("collabzoo", learner, team))
+        if plain:
+            ratio = run["joint_samples_per_s"] / plain["joint_samples_per_s"]
+            lines.append(f"{learner} {team}: vllm / hf generation joint samples/s = {ratio:.2f}x")
     for learner in ("magrpo", "iac"):
         ours, theirs = (
             found.get(("collabzoo", learner, "separate")),
