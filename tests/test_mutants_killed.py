@@ -86,7 +86,7 @@ def test_cross_mode_returns_average_over_each_agents_own_partners(
     roots = trainer.rollout.build([0], trainer.args.discount)
     assert [c.reward for c in roots[0].children] == [3.0, 1.0, 2.0, 0.0]
     batch = trainer.training_batch(roots)
-    advantages = {agent: [a for _, _, a in items] for agent, items in batch.items()}
+    advantages = {agent: [a for _, _, a, *_ in items] for agent, items in batch.items()}
     if trainer.baseline == "mean":
         assert advantages == {"left": [0.5, -0.5], "right": [1.0, -1.0]}
     else:
@@ -245,10 +245,10 @@ def test_ippo_second_epoch_ratio_is_against_the_recorded_old_log_probs(
         current["agent"], current["rows"] = agent, [position[id(s)] for s in part]
         return real_actor_loss(agent, part, scale, stats)
 
-    def policy_loss(log_probs, old, advantages, mask, clip_range):
+    def policy_loss(log_probs, old, advantages, mask, clip_range, weights=None):
         rows = current["rows"]
         seen.append((current["agent"], rows, log_probs.detach().clone(), old.clone(), mask))
-        return real_policy_loss(log_probs, old, advantages, mask, clip_range)
+        return real_policy_loss(log_probs, old, advantages, mask, clip_range, weights)
 
     monkeypatch.setattr(trainer, "_actor_loss", actor_loss)
     monkeypatch.setattr(actor_critic, "clipped_policy_loss", policy_loss)
