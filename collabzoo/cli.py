@@ -650,13 +650,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     except (ValueError, ImportError) as error:  # settings the learner refuses, no vLLM, ...
         raise UsageError(str(error)) from None
     placed = ", ".join(f"{a} on {p.device}" for a, p in trainer.policies.items())
-    print(
-        f"{args.algo} on {entry.id}: agents {', '.join(agents)}, model {args.model} ({team}), "
-        f"{placed}, {config.max_updates} updates -> {args.output}",
-        flush=True,
-    )
+    ranks = f", {trainer.parallel.world} ranks" if trainer.parallel else ""
+    if trainer.is_main:
+        print(
+            f"{args.algo} on {entry.id}: agents {', '.join(agents)}, model {args.model} "
+            f"({team}), {placed}{ranks}, {config.max_updates} updates -> {args.output}",
+            flush=True,
+        )
     try:
         last = trainer.train()
+        if not trainer.is_main:  # torchrun: rank 0 evaluates, saves and reports
+            return 0
         evaluation = trainer.evaluate(args.eval_episodes)
         saved = trainer.save(f"{args.output}/final")
     finally:

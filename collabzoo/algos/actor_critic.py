@@ -232,6 +232,12 @@ class ActorCriticLearner(Learner):
         )
         self.drift = DriftLog()
         """The sampler drift of the current update (vLLM rollouts only)."""
+        if self.parallel is not None:
+            raise ValueError(
+                f"data-parallel training (torchrun) covers the Monte-Carlo learners (MAGRPO, "
+                f"MA-REINFORCE) so far; {type(self).__name__} normalises advantages and "
+                "shuffles mini-batches over the whole update: run it in one process"
+            )
         self.critics = self._build_critics(critics)
         self._place_critics()
         for critic in self.critics.values():

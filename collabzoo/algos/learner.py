@@ -10,6 +10,7 @@ its two families.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
@@ -29,6 +30,7 @@ from collabzoo.algos.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
+from collabzoo.algos.data_parallel import DataParallel, shard_seed
 from collabzoo.algos.mlp_policy import MLPPolicy
 from collabzoo.algos.model_loading import team_policies
 from collabzoo.algos.placement import place_models, resolve_dtype
@@ -117,6 +119,10 @@ class LearnerConfig:
     vllm_importance_sampling_cap: float | None = 2.0
     """C of the truncated importance weight min(pi_train / pi_vllm, C) on every token of a
     vLLM-sampled rollout (see `off_policy`); None: no correction (the drift is still logged)."""
+    rollout_shards: int = 1
+    """Roll an update's episodes out in this many shards, each with torch's RNG seeded from
+    (seed, update, shard): the sampling of a data-parallel run with this many ranks, which one
+    process reproduces (see `data_parallel`). Under torchrun it is the number of ranks."""
     env_workers: int = 8
     """Threads stepping environment copies concurrently."""
     logging_steps: int = 1
@@ -217,8 +223,11 @@ class Learner:
         self.agents = list(probe.possible_agents)
         self.policies = team_policies(models, self.agents, tokenizer)
         self.distinct = list({id(p): p for p in self.policies.values()}.values())
+        self.parallel = DataParallel.from_environment()
+        """This process's rank in a data-parallel run (torchrun), or None."""
+        self._check_sharding()
         place_models(
-            self.policies, default=args.device, per_name=args.agent_devices, dtype=args.dtype
+            self.policies, default=self._device(), per_name=args.agent_devices, dtype=args.dtype
         )
         for policy in self.distinct:
             self.prepare_policy(policy)
@@ -239,11 +248,43 @@ class Learner:
             generate=self.generator.generate if self.generator else None,
         )
         self.reward_stats = RunningStats()
+        self._env_steps_counted = 0
+        """`rollout.env_steps` as of the last update's count (all ranks' steps)."""
         self.update = 0
         self.samples_seen = 0
         self.groups: dict[str, UpdateGroup] = {}
         """Every optimizer of the learner, by name: one per distinct policy (and critic)."""
         self._truncations_logged = 0
+
+    def _check_sharding(self) -> None:
+        shards = self.args.rollout_shards
+        if shards < 1:
+            raise ValueError(f"rollout_shards must be at least 1, got {shards}")
+        if self.parallel is None:
+            return
+        if shards not in (1, self.parallel.world):
+            raise ValueError(
+                f"rollout_shards={shards} under {self.parallel.world} ranks: each rank rolls "
+                "out one shard, so leave it at 1 (or set it to the number of ranks)"
+            )
+        if self.args.reward_normalization:
+            raise ValueError(
+                "reward_normalization keeps running statistics of the rewards in the order "
+                "they arrive, which data-parallel ranks do not share: train in one process, or "
+                "scale rewards with reward_shift / reward_scale"
+            )
+
+    def _device(self) -> str | None:
+        """`device`, with "auto" meaning this rank's own GPU in a data-parallel run."""
+        device = self.args.device
+        if self.parallel is not None and device == "auto" and torch.cuda.is_available():
+            return f"cuda:{self.parallel.local_rank}"
+        return device
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes logs, checkpoints and saved policies (rank 0)."""
+        return self.parallel is None or self.parallel.is_main
 
     def _generator(self) -> Any:
         """The vLLM engines of `generation_backend="vllm"` (built on the first rollout), or
@@ -347,10 +388,28 @@ class Learner:
         the learner's own metrics (losses, gradient norms, ...)."""
         raise NotImplementedError
 
+    def rollout_update(self) -> list[Node]:
+        """This update's rollout trees: all its episodes in one process, or this rank's shard
+        of them; in shards, each sampled with its own seeded RNG (see `data_parallel`)."""
+        seeds = self.episode_seeds(self.update)
+        shards = self.parallel.world if self.parallel else self.args.rollout_shards
+        if shards == 1:
+            return self.rollout.build(seeds, self.args.discount)
+        mine = [self.parallel.rank] if self.parallel else range(shards)
+        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+        roots: list[Node] = []
+        for shard in mine:
+            with torch.random.fork_rng(devices=cuda):
+                torch.manual_seed(shard_seed(self.args.seed, self.update, shard))
+                roots += self.rollout.build(seeds[shard::shards], self.args.discount)
+        return roots
+
     def train_step(self) -> dict[str, float]:
         """One update: roll out this update's episodes, learn from them, count and report."""
         started = time.perf_counter()
-        roots = self.rollout.build(self.episode_seeds(self.update), self.args.discount)
+        for group in self.groups.values():
+            group.reducer = self.parallel
+        roots = self.rollout_update()
         if self.generator is not None:
             self.generator.release()  # sleep mode: the engines' memory is the trainer's now
         metrics = self.learn(roots)
@@ -369,14 +428,20 @@ class Learner:
         rewards = [
             c.reward for root in roots for node in expanded_nodes(root) for c in node.children
         ]
-        self.samples_seen += len(first)
+        totals = [sum(c.ret for c in first), len(first), sum(rewards), len(rewards)]
+        steps = self.rollout.env_steps - self._env_steps_counted
+        if self.parallel is not None:  # every rank's share, so rank 0 logs the whole update
+            *totals, steps = self.parallel.sum([*totals, steps])
+        returns, count, reward_sum, reward_count = totals
+        self.rollout.env_steps = self._env_steps_counted = self._env_steps_counted + int(steps)
+        self.samples_seen += int(count)
         elapsed = time.perf_counter() - started
         metrics = {
-            "mean_return": sum(c.ret for c in first) / max(1, len(first)),
-            "mean_reward": sum(rewards) / max(1, len(rewards)),
+            "mean_return": returns / max(1, count),
+            "mean_reward": reward_sum / max(1, reward_count),
             "env_steps": float(self.rollout.env_steps),
             "joint_samples": float(self.samples_seen),
-            "joint_samples_per_s": len(first) / elapsed if elapsed > 0 else 0.0,
+            "joint_samples_per_s": count / elapsed if elapsed > 0 else 0.0,
             "update_seconds": elapsed,
         }
         task_metrics: dict[str, list[float]] = {}
@@ -394,23 +459,32 @@ class Learner:
         if self.args.resume:
             self.resume()
         last: dict[str, float] = {}
-        with RunLogger(
-            output,
-            tensorboard=self.args.tensorboard,
-            wandb=self.args.wandb,
-            total_updates=self.args.max_updates,
-            progress=self.args.progress,
-            initial_update=self.update,
-        ) as log:
+        main = self.is_main  # in a data-parallel run, rank 0 alone logs and checkpoints
+        logger: Any = (
+            RunLogger(
+                output,
+                tensorboard=self.args.tensorboard,
+                wandb=self.args.wandb,
+                total_updates=self.args.max_updates,
+                progress=self.args.progress,
+                initial_update=self.update,
+            )
+            if main
+            else contextlib.nullcontext()
+        )
+        with logger as log:
             while self.update < self.args.max_updates:
                 last = self.train_step()
+                if not main:
+                    continue
                 if self.update % max(1, self.args.logging_steps) == 0:
                     log.log(self.update, last)
                 if self.args.eval_interval and self.update % self.args.eval_interval == 0:
                     log.log(self.update, {f"eval/{k}": v for k, v in self.evaluate().items()})
                 if self.args.save_steps and self.update % self.args.save_steps == 0:
                     self.checkpoint()
-            if self.update and (not self.args.save_steps or self.update % self.args.save_steps):
+            saved_last = self.args.save_steps and self.update % self.args.save_steps == 0
+            if main and self.update and not saved_last:
                 self.checkpoint()
         return last
 
@@ -494,7 +568,7 @@ class Learner:
         load_groups_state(self.groups, state["optimizers"])
         restore_rng(state["rng"])
         self.update = state["update"]
-        self.rollout.env_steps = state["env_steps"]
+        self.rollout.env_steps = self._env_steps_counted = state["env_steps"]
         self.samples_seen = state["samples_seen"]
         vars(self.reward_stats).update(state["reward_stats"])
         self.load_extra_state(state.get("extra", {}))
@@ -516,6 +590,8 @@ class Learner:
     def save(self, path: str | Path) -> Path:
         """The trained policies, one folder per distinct policy (each in its own format)."""
         path = Path(path)
+        if not self.is_main:  # every rank holds the same weights: rank 0 writes them
+            return path
         path.mkdir(parents=True, exist_ok=True)
         for policy in self.distinct:
             policy.save(path / self.policy_name(policy))

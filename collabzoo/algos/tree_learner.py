@@ -142,14 +142,20 @@ class TreeLearner(Learner):
         return per_token.sum() / mask.sum().clamp(min=1)
 
     def _policy_loss(
-        self, agent: str, samples: list[tuple[Any, ...]], metrics: dict[str, float]
+        self,
+        agent: str,
+        samples: list[tuple[Any, ...]],
+        metrics: dict[str, float],
+        total: int | None = None,
     ) -> bool:
         """Backpropagate one agent's loss in chunks; False at the first non-finite chunk.
 
         Samples drawn by another engine (vLLM) weight each token's term by the truncated
         importance ratio w_t = min(pi / pi_sampler, C) of `off_policy`, taken at the policy the
-        step starts from: -mean_g(A_g sum_t w_t log pi(a_g,t | h_g))."""
+        step starts from: -mean_g(A_g sum_t w_t log pi(a_g,t | h_g)). The mean is over `total`
+        samples: every rank's in a data-parallel run (see `data_parallel`), else these."""
         policy = self.policies[agent]
+        total = total or len(samples)
         chunk = max(1, self.args.logprob_batch_size)
         agent_loss = agent_kl = 0.0
         outside = 0
@@ -168,11 +174,11 @@ class TreeLearner(Learner):
                 )
                 self.drift.add(found)
                 weighted = scored.log_probs * found.weights
-            loss = -(advantages * weighted.sum(-1)).sum() / len(samples)
+            loss = -(advantages * weighted.sum(-1)).sum() / total
             if self.args.reference_kl_enabled:
                 kl = self._kl(policy, prompts, completions, scored.log_probs, scored.mask)
-                loss = loss + self.args.reference_kl_coef * kl * len(part) / len(samples)
-                agent_kl += kl.item() * len(part) / len(samples)
+                loss = loss + self.args.reference_kl_coef * kl * len(part) / total
+                agent_kl += kl.item() * len(part) / total
             if not torch.isfinite(loss):
                 return False
             loss.backward()
@@ -189,13 +195,20 @@ class TreeLearner(Learner):
         self.drift = DriftLog()
         norms: list[float] = []
         skipped = 0
+        counts = [float(len(batch.get(a, []))) for a in self.agents]
+        if self.parallel is not None:  # the loss is a mean over every rank's samples
+            counts = self.parallel.sum(counts)
+        totals = {a: int(n) for a, n in zip(self.agents, counts, strict=True)}
         for policy in self.distinct:
             name = self.policy_name(policy)
             group = self.groups[name]
             group.zero_grad()
             agents = [a for a in self.agents if self.policies[a] is policy and batch.get(a)]
             with policy.mode(train=True):
-                finite = all(self._policy_loss(agent, batch[agent], metrics) for agent in agents)
+                finite = all(
+                    self._policy_loss(agent, batch[agent], metrics, totals[agent])
+                    for agent in agents
+                )
             norm = group.step(loss_finite=finite)
             if norm is None:
                 skipped += 1

@@ -40,6 +40,9 @@ class UpdateGroup:
         if not self.parameters:
             raise ValueError(f"{name!r} has no trainable parameters")
         self.max_grad_norm = max_grad_norm
+        self.reducer: Any = None
+        """Data-parallel training: a `DataParallel` that sums the gradients over the ranks (and
+        makes them agree on a skip) before the clip; None in one process."""
         self.skipped = 0
         """Steps of this group skipped for a non-finite loss or gradient, so far."""
 
@@ -55,7 +58,12 @@ class UpdateGroup:
         """Clip this group's gradient norm and step; None (and no step) after a non-finite
         loss or if the norm is not finite. Returns the norm before clipping. The gradients are
         freed either way, so they do not sit in memory while the other groups (and the next
-        rollout) run."""
+        rollout) run. With a `reducer`, every rank calls this for the same groups in the same
+        order: the gradients are summed first, and a non-finite loss on any rank skips all."""
+        if self.reducer is not None:
+            loss_finite = self.reducer.all_true(loss_finite)
+            if loss_finite:
+                self.reducer.sum_gradients(self.parameters)
         if not loss_finite:
             self.skip()
             return None
