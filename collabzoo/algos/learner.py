@@ -41,6 +41,7 @@ from collabzoo.algos.sampling import Sampling
 from collabzoo.algos.update_groups import UpdateGroup, groups_state, load_groups_state
 
 GENERATION_BACKENDS = ("hf", "vllm")
+ENV_EXECUTORS = ("threads", "ray")
 
 EVAL_SEED = 10**9
 """Evaluation episodes reset with seeds from here on, and evaluation sampling draws from a
@@ -125,6 +126,12 @@ class LearnerConfig:
     process reproduces (see `data_parallel`). Under torchrun it is the number of ranks."""
     env_workers: int = 8
     """Threads stepping environment copies concurrently."""
+    env_executor: str = "threads"
+    """Where the envs step: "threads" (this process, `env_workers` threads) or "ray" (each
+    child's step a task on a Ray cluster; see `ray_rollout`)."""
+    ray_address: str | None = None
+    """The Ray cluster of env_executor="ray": None starts (or joins) a local one, "auto" the
+    running cluster, "ray://host:port" a remote one."""
     logging_steps: int = 1
     save_steps: int = 50
     """Checkpoint every this many updates (and at the end); 0: only at the end."""
@@ -233,6 +240,7 @@ class Learner:
             self.prepare_policy(policy)
         self.generator = self._generator()
         self.executor = ThreadPoolExecutor(max_workers=args.env_workers)
+        self.remote = self._remote_steps()
         self.rollout = TreeRollout(
             self.env_factory,
             self.policies,
@@ -246,6 +254,7 @@ class Learner:
             executor=self.executor,
             record_state=record_state,
             generate=self.generator.generate if self.generator else None,
+            remote=self.remote,
         )
         self.reward_stats = RunningStats()
         self._env_steps_counted = 0
@@ -285,6 +294,17 @@ class Learner:
     def is_main(self) -> bool:
         """Whether this process writes logs, checkpoints and saved policies (rank 0)."""
         return self.parallel is None or self.parallel.is_main
+
+    def _remote_steps(self) -> Any:
+        """The Ray stepper of env_executor="ray", or None (threads)."""
+        executor = self.args.env_executor
+        if executor not in ENV_EXECUTORS:
+            raise ValueError(f"env_executor must be one of {ENV_EXECUTORS}, got {executor!r}")
+        if executor == "threads":
+            return None
+        from collabzoo.algos.ray_rollout import RayEnvSteps
+
+        return RayEnvSteps(self.args.ray_address)
 
     def _generator(self) -> Any:
         """The vLLM engines of `generation_backend="vllm"` (built on the first rollout), or
@@ -511,6 +531,7 @@ class Learner:
             max_depth=self.args.num_turns,
             executor=self.executor,
             generate=self.rollout.generate,
+            remote=self.remote,
         )
         seeds = [EVAL_SEED + self.args.seed * 1_000_003 + j for j in range(count)]
         roots = rollout.build(seeds, 1.0)
@@ -599,6 +620,7 @@ class Learner:
 
 
 __all__ = [
+    "ENV_EXECUTORS",
     "GENERATION_BACKENDS",
     "Learner",
     "LearnerConfig",

@@ -94,6 +94,12 @@ def _numeric_metrics(infos: dict[str, Any]) -> dict[str, float]:
     return {}
 
 
+def live_agents(env: Any, stepped: tuple[Any, ...]) -> list[str]:
+    """The env's agents that neither terminated nor were truncated by this step."""
+    _, _, terminations, truncations, _ = stepped
+    return [a for a in env.agents if not (terminations.get(a) or truncations.get(a))]
+
+
 def copy_loses_state(env: Any) -> bool:
     """Whether `copy.deepcopy(env)` would rebuild the env from its constructor arguments
     (gymnasium's `EzPickle`, used by most PettingZoo envs) instead of copying its state."""
@@ -144,6 +150,7 @@ class TreeRollout:
         executor: ThreadPoolExecutor | None = None,
         record_state: bool = False,
         generate: Generate | None = None,
+        remote: Any = None,
     ) -> None:
         if joint_mode not in JOINT_MODES:
             raise ValueError(f"joint_mode must be one of {JOINT_MODES}, got {joint_mode!r}")
@@ -165,6 +172,9 @@ class TreeRollout:
         self.generate = generate or generate_in_process
         """Samples the rows of one call: the policies' own `generate` by default, or an engine
         such as `VLLMGenerator.generate`."""
+        self.remote = remote
+        """Steps every child's env elsewhere (`ray_rollout.RayEnvSteps`); None: on the
+        executor's threads."""
         self.env_steps = 0
         self.generate_calls = 0
 
@@ -232,14 +242,16 @@ class TreeRollout:
             joints = self.joint_actions(node)
             for position, joint in enumerate(joints):
                 jobs.append((node, joint, position == len(joints) - 1))
-        # Two phases: every copy is made before any step runs (one child steps the original).
-        envs = list(self.executor.map(lambda job: self._branch(job[0], job[2]), jobs))
-        outcomes = list(
-            self.executor.map(
-                lambda pair: self._step(pair[0][0], pair[0][1], pair[1]),
-                zip(jobs, envs, strict=True),
+        if self.remote is not None:  # every step a task on the cluster (see `ray_rollout`)
+            outcomes = self.remote.step(self, [(node, joint) for node, joint, _ in jobs])
+        else:  # two phases: every copy is made before any step runs (one child steps the original)
+            envs = list(self.executor.map(lambda job: self._branch(job[0], job[2]), jobs))
+            outcomes = list(
+                self.executor.map(
+                    lambda pair: self._step(pair[0][0], pair[0][1], pair[1]),
+                    zip(jobs, envs, strict=True),
+                )
             )
-        )
         self.env_steps += len(jobs)
         frontier = []
         for (node, _, _), (child, child_node) in zip(jobs, outcomes, strict=True):
@@ -272,19 +284,36 @@ class TreeRollout:
                 env.step(actions)
             return env
 
+    @staticmethod
+    def joint_texts(node: Node, joint: tuple[int, ...]) -> dict[str, str]:
+        """The joint action: each agent's sampled text for this child."""
+        return {a: node.samples[a][k].text for a, k in zip(node.agents, joint, strict=True)}
+
     def _step(self, node: Node, joint: tuple[int, ...], env: Any) -> tuple[Child, Node | None]:
-        actions = {a: node.samples[a][k].text for a, k in zip(node.agents, joint, strict=True)}
-        observations, rewards, terminations, truncations, infos = env.step(actions)
+        actions = self.joint_texts(node, joint)
+        stepped = env.step(actions)
+        live = live_agents(env, stepped)
+        state = joint_state(env, stepped[0], live) if self.record_state and live else None
+        return self.outcome(node, joint, actions, env, stepped, live, state)
+
+    def outcome(
+        self,
+        node: Node,
+        joint: tuple[int, ...],
+        actions: dict[str, str],
+        env: Any,
+        stepped: tuple[Any, ...],
+        live: list[str],
+        state: Any,
+    ) -> tuple[Child, Node | None]:
+        """The child a step made (wherever it ran) and the node it leads to, if any."""
+        observations, rewards, _, _, infos = stepped
         child = Child(joint, team_reward(rewards, node.agents), _numeric_metrics(infos))
-        agents = [a for a in env.agents if not (terminations.get(a) or truncations.get(a))]
         depth = node.depth + 1
-        if not agents or (self.max_depth is not None and depth >= self.max_depth):
+        if not live or (self.max_depth is not None and depth >= self.max_depth):
             return child, None
-        child_node = Node(
-            env, dict(observations), agents, depth, node.seed, [*node.actions, actions]
-        )
-        if self.record_state:
-            child_node.state = joint_state(env, child_node.observations, agents)
+        child_node = Node(env, dict(observations), live, depth, node.seed, [*node.actions, actions])
+        child_node.state = state
         return child, child_node
 
     # ----- returns ----------------------------------------------------------------------------
