@@ -50,6 +50,8 @@ class DataParallel:
         if not dist.is_initialized():
             if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
                 return None
+            if torch.cuda.is_available():  # NCCL, and vLLM's engines, use the current device
+                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
             dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
         if dist.get_world_size() <= 1:
             return None
