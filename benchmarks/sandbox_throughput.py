@@ -10,7 +10,11 @@
   program and execs it unsandboxed; sequential and with 4 threads, as its evaluator runs it
 - one fresh hardened container per program (`docker run` semantics), on a subset
 
+With `--ray`, only the Docker pool against the Ray sandbox on one local node (the same pool
+size behind the extra hop through Ray's actor): the overhead of that hop.
+
     python benchmarks/sandbox_throughput.py [--data DIR] [--cold N] [--json results.json]
+    python benchmarks/sandbox_throughput.py --ray
 """
 
 from __future__ import annotations
@@ -96,6 +100,25 @@ def bench_pool(
         return seconds, passed, seen if neighbour else {}
 
 
+def compare_ray(problems: list[dict]) -> None:
+    """Programs/s of the Docker pool and of the Ray sandbox (one local node, whose actor holds
+    a Docker pool of the same size), alternating, best of two rounds each."""
+    import ray
+
+    ray.init(include_dashboard=False, log_to_driver=False)
+    best: dict[str, float] = {}
+    for _ in range(2):
+        for kind in ("docker", "ray"):
+            seconds, passed, _ = bench_pool(kind, problems)
+            count = len(problems) * ROUNDS
+            assert passed == count, f"{kind}: {passed} of {count} passed"
+            best[kind] = max(best.get(kind, 0.0), count / seconds)
+    ray.shutdown()
+    for kind, speed in best.items():
+        print(f"{kind:<8} {speed:8.1f} programs/s")
+    print(f"ray / docker pool: {best['ray'] / best['docker']:.2f}")
+
+
 def runsc_available() -> str | None:
     """None if the daemon can run gVisor containers, else why not."""
     try:
@@ -157,8 +180,17 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=default, help="folder holding humaneval/")
     parser.add_argument("--cold", type=int, default=24, help="programs for container-per-program")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--ray",
+        action="store_true",
+        help="only the Docker pool against the Ray sandbox on one local node, the same pool "
+        "size behind one more hop (needs the distributed extra)",
+    )
     args = parser.parse_args()
     problems = load_problems(args.data)
+    if args.ray:
+        compare_ray(problems)
+        return
     runs = {
         "collabzoo docker pool": lambda: bench_pool("docker", problems),
         "docker pool beside a slow neighbour": lambda: bench_pool("docker", problems, "slow"),

@@ -425,6 +425,8 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             raise UsageError(str(error)) from None
         print(f"sandbox image ready: {tag}")
         return 0
+    if args.ray:
+        return _check_ray_sandbox(args)
     print(f"docker: {'yes' if available else 'no'} ({why})")
     kinds = ["docker", "process"] if available else ["process"]
     if available:
@@ -459,6 +461,27 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             f"{kind}: trivial program {'passed' if works else 'FAILED: ' + str(result.error)}; "
             f"isolation: {summary}"
         )
+    return 0 if healthy else 1
+
+
+def _check_ray_sandbox(args: argparse.Namespace) -> int:
+    """`sandbox check --ray`: the cluster's nodes, and on each the trivial program and the
+    isolation probe of its own Docker pool."""
+    from collabzoo.sandbox import get_sandbox
+
+    options = {"runtime": args.runtime} if args.runtime else {}
+    try:
+        sandbox = get_sandbox("ray", address=args.ray_address, size=1, **options)
+    except (ImportError, RuntimeError) as error:
+        raise UsageError(f"the Ray sandbox could not start: {error}") from None
+    with sandbox:
+        report = sandbox.probe()
+    print(f"ray: {len(report)} node(s)")
+    healthy = True
+    for node, found in report.items():
+        healthy &= found["works"] and found["isolated"]
+        works = "passed" if found["works"] else "FAILED"
+        print(f"{found['host']} ({node[:12]}): trivial program {works}; {found['summary']}")
     return 0 if healthy else 1
 
 
@@ -853,6 +876,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="base image for build (default: python:3.11-slim, else the offline debootstrap base)",
     )
     sandbox.add_argument("--rebuild", action="store_true", help="build even if present")
+    sandbox.add_argument(
+        "--ray",
+        action="store_true",
+        help="check: every node of a Ray cluster (its Docker pool, image and isolation probe)",
+    )
+    sandbox.add_argument(
+        "--ray-address",
+        default=None,
+        help="check --ray: the cluster (auto, ray://host:port; default: a local one)",
+    )
     sandbox.add_argument(
         "--runtime",
         choices=("runc", "runsc"),

@@ -17,10 +17,10 @@ import threading
 import warnings
 from typing import Any
 
-from collabzoo.sandbox.pool import PooledSandbox
+from collabzoo.sandbox.pool import Sandbox
 from collabzoo.sandbox.result import ExecResult, Job
 
-KINDS = ("auto", "docker", "process")
+KINDS = ("auto", "docker", "process", "ray")
 
 
 def docker_available() -> tuple[bool, str]:
@@ -34,11 +34,12 @@ def docker_available() -> tuple[bool, str]:
         return False, f"{type(error).__name__}: {error}"
 
 
-def get_sandbox(kind: str = "auto", **limits: Any) -> PooledSandbox:
+def get_sandbox(kind: str = "auto", **limits: Any) -> Sandbox:
     """A sandbox pool. "docker": hardened containers; "process": local child processes with
     resource limits (weaker isolation); "auto": Docker wherever a daemon answers, else the
-    process backend with a loud warning. `limits` go to the backend (size, memory_mb, ...;
-    for Docker also `runtime="runsc"`: gVisor, a second wall)."""
+    process backend with a loud warning; "ray": a Docker pool on every node of a Ray cluster
+    (`address=`; see `ray_pool`). `limits` go to the backend (size, memory_mb, ...; for
+    Docker also `runtime="runsc"`: gVisor, a second wall)."""
     if kind not in KINDS:
         raise ValueError(f"sandbox kind must be one of {KINDS}, got {kind!r}")
     if kind == "auto":
@@ -53,6 +54,10 @@ def get_sandbox(kind: str = "auto", **limits: Any) -> PooledSandbox:
             kind = "process"
         else:
             kind = "docker"
+    if kind == "ray":  # a pool per node of a Ray cluster (address="auto", "ray://...")
+        from collabzoo.sandbox.ray_pool import RaySandbox
+
+        return RaySandbox(**limits)
     if kind == "docker":
         from collabzoo.sandbox.docker import DockerSandbox
 
@@ -68,11 +73,11 @@ def get_sandbox(kind: str = "auto", **limits: Any) -> PooledSandbox:
     return ProcessSandbox(**limits)
 
 
-_default: PooledSandbox | None = None
+_default: Sandbox | None = None
 _default_lock = threading.Lock()
 
 
-def default_sandbox() -> PooledSandbox:
+def default_sandbox() -> Sandbox:
     """One process-wide sandbox (kind "auto"), made on first use and closed at exit; every env
     that is not given its own shares it."""
     global _default
@@ -83,4 +88,12 @@ def default_sandbox() -> PooledSandbox:
         return _default
 
 
-__all__ = ["KINDS", "ExecResult", "Job", "default_sandbox", "docker_available", "get_sandbox"]
+__all__ = [
+    "KINDS",
+    "ExecResult",
+    "Job",
+    "Sandbox",
+    "default_sandbox",
+    "docker_available",
+    "get_sandbox",
+]

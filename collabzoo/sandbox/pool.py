@@ -128,8 +128,51 @@ class Worker:
         return result, not dirty
 
 
-class PooledSandbox:
-    """Base of the Docker and process sandboxes: `run`, `run_many`, `close`, context manager."""
+class Sandbox:
+    """What every sandbox offers: `run`, `run_many`, `close`, use as a context manager; a
+    backend implements `run_many` and `close`."""
+
+    kind = "sandbox"
+    _closed = False
+
+    def run(
+        self,
+        program: str,
+        tests: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        entry_point: str | None = None,
+        max_timeouts: int = 3,
+        job_timeout: float | None = None,
+    ) -> ExecResult:
+        """Run `program`, then each test snippet on its own; see `Job`."""
+        job = Job(program, tuple(tests), entry_point, timeout, max_timeouts, job_timeout)
+        return self.run_many([job])[0]
+
+    def run_many(self, jobs: Sequence[Job]) -> list[ExecResult]:
+        raise NotImplementedError
+
+    def checked(self, jobs: Sequence[Job]) -> list[Job]:
+        """`jobs` as a list, refused on a closed sandbox or when one is not a `Job`."""
+        if self._closed:
+            raise RuntimeError("this sandbox is closed")
+        jobs = list(jobs)
+        if not all(isinstance(j, Job) for j in jobs):
+            raise TypeError("run_many takes a sequence of collabzoo.sandbox.Job")
+        return jobs
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class PooledSandbox(Sandbox):
+    """Base of the Docker and process sandboxes: a pool of warm workers."""
 
     kind = "pool"
 
@@ -159,28 +202,9 @@ class PooledSandbox:
     def _start_worker(self) -> Worker:
         raise NotImplementedError
 
-    def run(
-        self,
-        program: str,
-        tests: Sequence[str],
-        timeout: float = 10.0,
-        *,
-        entry_point: str | None = None,
-        max_timeouts: int = 3,
-        job_timeout: float | None = None,
-    ) -> ExecResult:
-        """Run `program`, then each test snippet on its own; see `Job`."""
-        job = Job(program, tuple(tests), entry_point, timeout, max_timeouts, job_timeout)
-        return self.run_many([job])[0]
-
     def run_many(self, jobs: Sequence[Job]) -> list[ExecResult]:
         """Run jobs concurrently on the pool; results in the order of `jobs`."""
-        if self._closed:
-            raise RuntimeError("this sandbox is closed")
-        jobs = list(jobs)
-        if not all(isinstance(j, Job) for j in jobs):
-            raise TypeError("run_many takes a sequence of collabzoo.sandbox.Job")
-        return list(self._threads.map(self._run_one, jobs))
+        return list(self._threads.map(self._run_one, self.checked(jobs)))
 
     def _run_one(self, job: Job) -> ExecResult:
         worker = self._idle.get()  # None: a slot whose worker must be (re)started first
@@ -221,9 +245,3 @@ class PooledSandbox:
     def _release(self) -> None:
         """After the workers are closed: anything else the backend holds (e.g. containers whose
         start failed half-way)."""
-
-    def __enter__(self) -> PooledSandbox:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
