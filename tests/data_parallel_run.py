@@ -1,5 +1,6 @@
-"""A MAGRPO run on TinyCoop for tests/test_data_parallel.py: launched by torchrun (one rank per
-process) or as one process with `--shards N`; rank 0 writes the trained weights to `--out`."""
+"""A MAGRPO or IPPO run on TinyCoop for tests/test_data_parallel.py: launched by torchrun (one
+rank per process) or as one process with `--shards N`; rank 0 writes the trained weights (and an
+IPPO run's critics) to `--out`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import argparse
 import torch
 
 import collabzoo
-from collabzoo.algos import LLMPolicy, MAGRPOConfig, MAGRPOTrainer, lora_team, tiny_causal_lm
+from collabzoo.algos import (
+    IPPOConfig,
+    IPPOTrainer,
+    LLMPolicy,
+    MAGRPOConfig,
+    MAGRPOTrainer,
+    lora_team,
+    tiny_causal_lm,
+)
 
 UPDATES = 3
 
@@ -23,13 +32,14 @@ def team(kind: str) -> dict[str, LLMPolicy]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--team", choices=("separate", "lora"), required=True)
+    parser.add_argument("--learner", choices=("magrpo", "ippo"), default="magrpo")
     parser.add_argument("--out", required=True)
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--shards", type=int, default=1)
     parser.add_argument("--updates", type=int, default=UPDATES)
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
-    config = MAGRPOConfig(
+    settings = dict(
         output_dir=args.run_dir,
         max_updates=args.updates,
         resume=args.resume,
@@ -39,7 +49,6 @@ def main() -> None:
         temperature=1.0,
         top_p=1.0,
         top_k=None,
-        agent_learning_rate=1e-2,
         rollout_shards=args.shards,
         env_workers=2,
         tensorboard=False,
@@ -47,10 +56,22 @@ def main() -> None:
         save_steps=0,
         device="cpu",
     )
-    trainer = MAGRPOTrainer(lambda: collabzoo.make("tinycoop"), team(args.team), config)
+    if args.learner == "ippo":  # two epochs of one mini-batch, advantages z-scored
+        config: object = IPPOConfig(
+            actor_learning_rate=1e-2, critic_learning_rate=1e-2, ppo_epochs=2, **settings
+        )
+        trainer_class: type = IPPOTrainer
+    else:
+        config, trainer_class = MAGRPOConfig(agent_learning_rate=1e-2, **settings), MAGRPOTrainer
+    trainer = trainer_class(lambda: collabzoo.make("tinycoop"), team(args.team), config)
     last = trainer.train()
     if trainer.is_main:
         state = {trainer.policy_name(p): p.trainable_state() for p in trainer.distinct}
+        extra = trainer.extra_state()  # an IPPO run's critics: heads and backbones
+        for name, heads in extra.get("critic_heads", {}).items():
+            state[f"critic-head/{name}"] = heads
+        for name, backbone in extra.get("critic_backbones", {}).items():
+            state[f"critic/{name}"] = backbone
         world = trainer.parallel.world if trainer.parallel else 1
         torch.save(
             {"state": state, "last": last, "world": world, "update": trainer.update}, args.out

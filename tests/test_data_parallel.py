@@ -1,6 +1,7 @@
 """Data-parallel training: `torchrun --nproc-per-node 2` (gloo, on this machine's loopback)
 ends with the parameters of one process that rolls out the same two shards and learns from
-both, after 3 MAGRPO updates on TinyCoop; for two separate models and for a LoRA team. The
+both, after 3 updates on TinyCoop: MAGRPO with two separate models and with a LoRA team, and
+IPPO (critics, advantages z-scored over both ranks, two epochs) with separate models. The
 ranks' logs and checkpoints come from rank 0 alone, and their checkpoint resumes in one
 process.
 """
@@ -21,9 +22,12 @@ torch = require_module("torch", "train")
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "data_parallel_run.py"
-TOLERANCE = 1e-5
-"""float32 weights after 3 AdamW steps; the gradients are sums in another order (two ranks'
-halves, then an all-reduce), which moves the weights by about 1e-7."""
+TOLERANCE = 1e-4
+"""float32 weights after 3 updates at learning rate 1e-2. The gradients are the same sums in
+another order (each rank's half, then an all-reduce), about 1e-7 apart; AdamW divides each entry
+by its own running scale, so an entry whose gradient is near zero can turn that into up to
+1.3e-5 of movement (measured, IPPO's six steps). 1e-4 is 1% of one step; the sharded and the
+unsharded runs end more than 10x that apart."""
 
 
 def free_port() -> int:
@@ -37,9 +41,13 @@ def run(command: list[str], cwd: Path) -> None:
     assert done.returncode == 0, done.stderr[-4000:]
 
 
-@pytest.mark.parametrize("kind", ["separate", "lora"])
-def test_two_gloo_ranks_equal_one_process_with_the_same_shards(kind: str, tmp_path) -> None:
-    common = [str(SCRIPT), "--team", kind]
+@pytest.mark.parametrize(
+    ("learner", "kind"), [("magrpo", "separate"), ("magrpo", "lora"), ("ippo", "separate")]
+)
+def test_two_gloo_ranks_equal_one_process_with_the_same_shards(
+    learner: str, kind: str, tmp_path
+) -> None:
+    common = [str(SCRIPT), "--team", kind, "--learner", learner]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
     torchrun += ["--master-addr", "127.0.0.1", "--master-port", str(free_port())]
     run([*torchrun, *common, "--out", "ranks.pt", "--run-dir", "ranks"], tmp_path)
@@ -56,7 +64,7 @@ def test_two_gloo_ranks_equal_one_process_with_the_same_shards(kind: str, tmp_pa
         for key, value in weights.items():
             torch.testing.assert_close(value, one["state"][name][key], rtol=0, atol=TOLERANCE)
             moved = max(moved, (value - plain["state"][name][key]).abs().max().item())
-    assert moved > 100 * TOLERANCE, "sharded sampling differs from unsharded: a real check"
+    assert moved > 10 * TOLERANCE, "sharded sampling differs from unsharded: a real check"
     # rank 0 alone logged: one line per update, with both ranks' episodes counted
     lines = (tmp_path / "ranks" / "metrics.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]

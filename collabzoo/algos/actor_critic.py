@@ -69,7 +69,8 @@ class ActorCriticConfig(LearnerConfig):
     actor_learning_rate: float = 5.0e-6
     critic_learning_rate: float = 5.0e-6
     mini_batch_size: int | None = None
-    """Samples per agent per optimizer step; None: all of an update's samples at once."""
+    """Samples per agent per optimizer step (per rank under torchrun); None: all of an
+    update's samples at once."""
     value_loss_coef: float = 0.6
     value_clip_range: float | None = 0.2
     """Clip the critic's new value to old +- this in its loss (IPPO; IAC with a shared head)."""
@@ -232,12 +233,6 @@ class ActorCriticLearner(Learner):
         )
         self.drift = DriftLog()
         """The sampler drift of the current update (vLLM rollouts only)."""
-        if self.parallel is not None:
-            raise ValueError(
-                f"data-parallel training (torchrun) covers the Monte-Carlo learners (MAGRPO, "
-                f"MA-REINFORCE) so far; {type(self).__name__} normalises advantages and "
-                "shuffles mini-batches over the whole update: run it in one process"
-            )
         self.critics = self._build_critics(critics)
         self._place_critics()
         for critic in self.critics.values():
@@ -509,9 +504,31 @@ class ActorCriticLearner(Learner):
                             critic_ids = inputs[agent][id(node)]
                             critic_samples[agent].append(CriticSample(critic_ids, target, old))
         if self.args.advantage_normalization:
-            for agent_samples in samples.values():
-                self._normalise(agent_samples)
+            if self.parallel is None:
+                for agent_samples in samples.values():
+                    self._normalise(agent_samples)
+            else:
+                self._normalise_across_ranks(samples)
         return samples, critic_samples
+
+    def _normalise_across_ranks(self, samples: dict[str, list[Sample]]) -> None:
+        """`_normalise` with each agent's mean and population std over every rank's samples
+        (data-parallel training): two collectives, whatever the number of agents."""
+        assert self.parallel is not None
+        agents = list(samples)
+        found = [[s.advantage for s in samples[a]] for a in agents]
+        totals = self.parallel.sum([x for values in found for x in (len(values), sum(values))])
+        counts, sums = totals[0::2], totals[1::2]
+        means = [total / max(1.0, count) for total, count in zip(sums, counts, strict=True)]
+        squares = self.parallel.sum(
+            [sum((v - m) ** 2 for v in values) for values, m in zip(found, means, strict=True)]
+        )
+        for agent, count, mean, square in zip(agents, counts, means, squares, strict=True):
+            if count < 2:
+                continue
+            std = math.sqrt(square / count)
+            for s in samples[agent]:
+                s.advantage = (s.advantage - mean) / max(std, STD_FLOOR)
 
     @staticmethod
     def _normalise(samples: list[Sample]) -> None:
@@ -621,7 +638,9 @@ class ActorCriticLearner(Learner):
         losses (in train mode) and steps, clips or skips on its own."""
         chunk = max(1, self.args.logprob_batch_size)
         lists: dict[tuple[str, str], list[Any]] = {("actor", a): s for a, s in samples.items()}
-        lists.update({("critic", n): s for n, s in critic_samples.items() if s})
+        own = {n: s for n, s in critic_samples.items() if n in self._critic_groups}
+        lists.update({("critic", n): s for n, s in own.items()})  # critics with a backbone
+        keys = list(lists)  # the same keys, in the same order, on every data-parallel rank
         if self.uses_ratio:
             batches_per_pass = max(len(self._batches(len(s))) for s in samples.values())
             if self.epochs > 1 or batches_per_pass > 1:
@@ -633,20 +652,27 @@ class ActorCriticLearner(Learner):
             group.zero_grad()
         for _ in range(self.epochs):
             batches = {key: self._batches(len(items)) for key, items in lists.items()}
-            for step in range(max((len(b) for b in batches.values()), default=0)):
+            count = max((len(b) for b in batches.values()), default=0)
+            if self.parallel is not None:  # every rank takes the same number of steps
+                count = int(self.parallel.maximum([count])[0])
+            for step in range(count):
+                # each loss is a mean over the step's mini-batch: every rank's part of it
+                sizes = [len(batches[k][step]) if step < len(batches[k]) else 0 for k in keys]
+                if self.parallel is not None:
+                    sizes = [int(n) for n in self.parallel.sum(sizes)]
+                size_of = dict(zip(keys, sizes, strict=True))
                 failed: set[str] = set()
-                touched: set[str] = set()
+                touched = {self.group_of(*key).name for key in keys if size_of[key]}
                 for (kind, name), items in lists.items():
                     group = self.group_of(kind, name)
                     if step >= len(batches[(kind, name)]) or group.name in failed:
                         continue
                     batch = [items[i] for i in batches[(kind, name)][step]]
-                    touched.add(group.name)
                     model = self.policies[name] if kind == "actor" else self.critics[name].backbone
                     with model.mode(train=True):
                         for start in range(0, len(batch), chunk):
                             part = batch[start : start + chunk]
-                            scale = len(part) / len(batch)
+                            scale = len(part) / size_of[(kind, name)]
                             if kind == "actor":
                                 loss = self._actor_loss(name, part, scale, stats)
                             else:

@@ -6,7 +6,10 @@ of the loss, normalised by the GLOBAL sample count; before each optimizer step t
 every update group (one policy, one LoRA adapter) are summed over the ranks. The sum of the
 ranks' gradients is then exactly the gradient of the one-process loss over all shards, so every
 rank takes the same clipped AdamW step from the same state and the replicas never drift apart.
-The ranks also agree on a non-finite loss before anyone skips, so a skip is the team's.
+The ranks also agree on a non-finite loss before anyone skips, so a skip is the team's. The
+actor-critic learners z-score advantages over every rank's samples, take the same number of
+mini-batch steps on every rank (`mini_batch_size` is per rank), and divide each loss by the
+step's global mini-batch.
 
 Why not `DistributedDataParallel`: a collabzoo update steps several models (one per agent, or
 one LoRA adapter per agent on a shared base), each with its own optimizer, clip and skip; DDP
@@ -71,6 +74,12 @@ class DataParallel:
         """Each value summed over the ranks (float64, one collective)."""
         tensor = torch.tensor(list(values), dtype=torch.float64, device=self.device())
         dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def maximum(self, values: Sequence[float]) -> list[float]:
+        """Each value's maximum over the ranks (one collective)."""
+        tensor = torch.tensor(list(values), dtype=torch.float64, device=self.device())
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
         return tensor.tolist()
 
     def all_true(self, flag: bool) -> bool:
