@@ -26,8 +26,8 @@ from collabzoo.algos.rollout_tree import (
     Node,
     TreeRollout,
     copy_loses_state,
-    joint_state,
-    live_agents,
+    replayed,
+    step_env,
 )
 
 
@@ -42,13 +42,8 @@ def step_on_worker(
     """One child's step, on a Ray worker: (the env after it, or None when its pickle would
     lose its state; what `step` returned; the live agents; the joint state when recorded)."""
     if env is None:  # rebuilt and replayed: its pickle would be a fresh env
-        env = factory()
-        env.reset(seed=seed)
-        for earlier in prefix:
-            env.step(earlier)
-    stepped = env.step(actions)
-    live = live_agents(env, stepped)
-    state = joint_state(env, stepped[0], live) if record_state and live else None
+        env = replayed(factory, seed, prefix)
+    stepped, live, state = step_env(env, actions, record_state)
     return (None if copy_loses_state(env) else env), stepped, live, state
 
 

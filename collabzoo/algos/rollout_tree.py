@@ -100,6 +100,25 @@ def live_agents(env: Any, stepped: tuple[Any, ...]) -> list[str]:
     return [a for a in env.agents if not (terminations.get(a) or truncations.get(a))]
 
 
+def replayed(env_factory: Callable[[], Any], seed: int, prefix: Sequence[dict[str, str]]) -> Any:
+    """A fresh env from the factory, reset with `seed` and stepped through `prefix`: the state
+    of an env that cannot be copied (or pickled) with its state."""
+    env = env_factory()
+    env.reset(seed=seed)
+    for actions in prefix:
+        env.step(actions)
+    return env
+
+
+def step_env(env: Any, actions: dict[str, str], record_state: bool) -> tuple[Any, list[str], Any]:
+    """One joint step: what `step` returned, the agents still live, and the joint state when
+    it is recorded and the episode goes on."""
+    stepped = env.step(actions)
+    live = live_agents(env, stepped)
+    state = joint_state(env, stepped[0], live) if record_state and live else None
+    return stepped, live, state
+
+
 def copy_loses_state(env: Any) -> bool:
     """Whether `copy.deepcopy(env)` would rebuild the env from its constructor arguments
     (gymnasium's `EzPickle`, used by most PettingZoo envs) instead of copying its state."""
@@ -278,11 +297,7 @@ class TreeRollout:
                 raise TypeError("a deep copy of this env is a fresh env")
             return copy.deepcopy(node.env)
         except Exception:  # not copyable: rebuild and re-play the same prefix
-            env = self.env_factory()
-            env.reset(seed=node.seed)
-            for actions in node.actions:
-                env.step(actions)
-            return env
+            return replayed(self.env_factory, node.seed, node.actions)
 
     @staticmethod
     def joint_texts(node: Node, joint: tuple[int, ...]) -> dict[str, str]:
@@ -291,9 +306,7 @@ class TreeRollout:
 
     def _step(self, node: Node, joint: tuple[int, ...], env: Any) -> tuple[Child, Node | None]:
         actions = self.joint_texts(node, joint)
-        stepped = env.step(actions)
-        live = live_agents(env, stepped)
-        state = joint_state(env, stepped[0], live) if self.record_state and live else None
+        stepped, live, state = step_env(env, actions, self.record_state)
         return self.outcome(node, joint, actions, env, stepped, live, state)
 
     def outcome(
