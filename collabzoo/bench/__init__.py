@@ -10,7 +10,14 @@ Nothing else in the package imports this subpackage.
 """
 
 from collabzoo.bench.leaderboard import find_results, plot_score_vs_cost, render_markdown
-from collabzoo.bench.models import Generation, Sampling, ScriptedModel, count_pieces
+from collabzoo.bench.models import (
+    Generation,
+    ModelOptions,
+    Sampling,
+    ScriptedModel,
+    TeamError,
+    count_pieces,
+)
 from collabzoo.bench.protocols import PROTOCOLS, make_protocol
 from collabzoo.bench.results import read_results
 from collabzoo.bench.runner import (
@@ -22,7 +29,7 @@ from collabzoo.bench.runner import (
     RunOutcome,
     run_bench,
 )
-from collabzoo.bench.teams import ModelOptions, PolicyTeam, Team, TeamError, parse_team
+from collabzoo.bench.teams import PolicyTeam, Team, parse_team
 
 __all__ = [
     "PROTOCOLS",

@@ -30,7 +30,7 @@ from collabzoo.bench.leaderboard import (
     render_json,
     render_markdown,
 )
-from collabzoo.bench.models import Sampling
+from collabzoo.bench.models import ModelOptions, Sampling, TeamError
 from collabzoo.bench.protocols import DEFAULT_ROUNDS, PROTOCOLS
 from collabzoo.bench.rescore import rescore
 from collabzoo.bench.results import ResultsError
@@ -44,7 +44,7 @@ from collabzoo.bench.runner import (
     RunOutcome,
     run_bench,
 )
-from collabzoo.bench.teams import ModelOptions, TeamError, parse_team
+from collabzoo.bench.teams import parse_team
 from collabzoo.envs import entries, resolve
 
 EMBEDDED: dict[str, dict[str, Any]] = {

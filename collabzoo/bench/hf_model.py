@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from collabzoo.bench.models import Generation, Sampling
-from collabzoo.bench.teams import ModelOptions, TeamError
+from collabzoo.bench.models import Generation, ModelOptions, Sampling, TeamError
 
 HF_TOKENS = "the model's tokenizer: completion token ids, the end-of-sequence token included"
 ADAPTER_CONFIG = "adapter_config.json"

@@ -4,6 +4,9 @@ Three kinds share one small interface (`TextModel.generate`): scripted policies 
 package (here), Hugging Face models through the learners' `LLMPolicy` (`hf_model`), and any
 OpenAI-compatible chat endpoint (`openai_model`). Protocols only ever call `generate`, so a
 protocol works with every kind, and a new kind is one class.
+
+The names every kind and the team layer share (`ModelOptions`, `TeamError`, `CallSeeds`) live
+here too, below both, so the bench's modules import each other without a cycle.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from collabzoo.bench.protocols import combined_answer, split_combined_prompt
+from collabzoo.envs.single import combined_answer, split_combined_prompt
 
+_SEED_MODULUS = 2**31 - 1
 _PIECE = re.compile(r"\w+|[^\w\s]")
 SCRIPTED_TOKENS = "pieces: runs of letters/digits/underscore and single punctuation marks"
 """How a scripted answer's Cost is counted: it has no tokenizer, so `count_pieces` stands in
@@ -101,3 +105,48 @@ class ScriptedModel:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "tokens": SCRIPTED_TOKENS}
+
+
+class TeamError(ValueError):
+    """A team spec that cannot be read, or a team that cannot be made (a model that does not
+    load, an endpoint that does not answer)."""
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """Settings of the model kinds that have any (recorded with the run)."""
+
+    device: str = "auto"
+    """hf: "auto" (CUDA when available), "cpu", "cuda", "cuda:1", ..."""
+    dtype: str = "auto"
+    """hf, vllm: torch dtype name, or "auto" (the checkpoint's)."""
+    max_prompt_tokens: int = 4096
+    """hf, vllm: prompts longer than this keep their last tokens (game histories grow long)."""
+    chat_template_kwargs: dict[str, Any] | None = None
+    """hf, vllm: options of the chat template, e.g. {"enable_thinking": False} for Qwen3."""
+    vllm_kwargs: dict[str, Any] | None = None
+    """vllm: settings of `vllm.LLM` (gpu_memory_utilization, max_model_len, ...)."""
+    concurrency: int = 8
+    """openai: requests in flight per endpoint, and episodes played at once."""
+    timeout: float = 120.0
+    """openai: seconds per request before it counts as failed (then retried)."""
+    retries: int = 3
+    """openai: retries of a failed request (connection errors, 408/409/429/5xx), with backoff."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """openai: the environment variable holding the API key (local servers need none)."""
+
+
+class CallSeeds:
+    """Seeds for the generate calls of one episode: episode seed and call number give the seed,
+    so a resumed or re-run episode samples the same way."""
+
+    def __init__(self, episode_seed: int) -> None:
+        self.episode_seed = episode_seed
+        self.calls = 0
+
+    def take(self, count: int) -> list[int]:
+        seeds = [
+            (self.episode_seed * 1_000_003 + self.calls + k) % _SEED_MODULUS for k in range(count)
+        ]
+        self.calls += count
+        return seeds

@@ -16,8 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from collabzoo.bench.daemon_pool import DaemonPool
-from collabzoo.bench.models import Generation, Sampling, count_pieces
-from collabzoo.bench.teams import ModelOptions, TeamError
+from collabzoo.bench.models import Generation, ModelOptions, Sampling, TeamError, count_pieces
 
 EXPECTED = "openai:http://HOST:PORT/v1/MODEL (or openai:BASE_URL#MODEL)"
 NO_KEY = "EMPTY"

@@ -21,40 +21,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from collabzoo.bench.models import CallSeeds, Sampling
 from collabzoo.envs.single import (  # the combined format lives with the single-agent view
-    combined_answer,  # noqa: F401  (re-exported for bench.models)
+    combined_answer,  # noqa: F401  (re-exported: the bench's protocols read and write it)
     combined_prompt,
     split_combined_answer,
-    split_combined_prompt,  # noqa: F401  (re-exported for bench.models)
+    split_combined_prompt,  # noqa: F401  (re-exported, as above)
     supports_single_agent,
 )
 
 if TYPE_CHECKING:
-    from collabzoo.bench.models import Sampling
     from collabzoo.bench.teams import Team
 
 PROTOCOLS = ("single", "parallel", "pipeline", "discussion")
 DEFAULT_ROUNDS = 1
 """Discussion rounds by default: one exchange of drafts, then the answers (2 generations per
 agent per turn): the cheapest discussion, about twice a parallel team's Cost."""
-
-_SEED_MODULUS = 2**31 - 1
-
-
-class CallSeeds:
-    """Seeds for the generate calls of one episode: episode seed and call number give the seed,
-    so a resumed or re-run episode samples the same way."""
-
-    def __init__(self, episode_seed: int) -> None:
-        self.episode_seed = episode_seed
-        self.calls = 0
-
-    def take(self, count: int) -> list[int]:
-        seeds = [
-            (self.episode_seed * 1_000_003 + self.calls + k) % _SEED_MODULUS for k in range(count)
-        ]
-        self.calls += count
-        return seeds
 
 
 @dataclass

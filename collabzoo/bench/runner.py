@@ -27,8 +27,8 @@ from typing import Any
 
 from collabzoo.bench.columns import COST, task_columns
 from collabzoo.bench.daemon_pool import DaemonPool
-from collabzoo.bench.models import Sampling
-from collabzoo.bench.protocols import DEFAULT_ROUNDS, CallSeeds, TeamProtocol, make_protocol
+from collabzoo.bench.models import CallSeeds, ModelOptions, Sampling, TeamError
+from collabzoo.bench.protocols import DEFAULT_ROUNDS, TeamProtocol, make_protocol
 from collabzoo.bench.results import (
     FORMAT,
     ResultsError,
@@ -38,7 +38,7 @@ from collabzoo.bench.results import (
     now,
     software_versions,
 )
-from collabzoo.bench.teams import ModelOptions, NoScriptedTeam, Team, TeamError, slug
+from collabzoo.bench.teams import NoScriptedTeam, Team, slug
 from collabzoo.envs import make, resolve
 from collabzoo.envs.records import SPLITS
 from collabzoo.sandbox import default_sandbox

@@ -24,8 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from collabzoo.bench.daemon_pool import DaemonPool
-from collabzoo.bench.models import Generation, Sampling, ScriptedModel, TextModel
-from collabzoo.bench.protocols import CallSeeds
+from collabzoo.bench.models import (
+    CallSeeds,
+    Generation,
+    ModelOptions,
+    Sampling,
+    ScriptedModel,
+    TeamError,
+    TextModel,
+)
 from collabzoo.envs.scripted_teams import CODE_GAMES, TEAMS, code_oracle
 
 KINDS = ("scripted", "hf", "vllm", "openai")
@@ -34,37 +41,8 @@ LOCAL_KINDS = ("hf", "vllm")
 SCRIPTED_KINDS = ("oracle", "naive", "heuristic")
 
 
-class TeamError(ValueError):
-    """A team spec that cannot be read, or a team that cannot be made (a model that does not
-    load, an endpoint that does not answer)."""
-
-
 class NoScriptedTeam(TeamError):
     """The package has no scripted team of that kind for the env (`--env all` skips it)."""
-
-
-@dataclass(frozen=True)
-class ModelOptions:
-    """Settings of the model kinds that have any (recorded with the run)."""
-
-    device: str = "auto"
-    """hf: "auto" (CUDA when available), "cpu", "cuda", "cuda:1", ..."""
-    dtype: str = "auto"
-    """hf, vllm: torch dtype name, or "auto" (the checkpoint's)."""
-    max_prompt_tokens: int = 4096
-    """hf, vllm: prompts longer than this keep their last tokens (game histories grow long)."""
-    chat_template_kwargs: dict[str, Any] | None = None
-    """hf, vllm: options of the chat template, e.g. {"enable_thinking": False} for Qwen3."""
-    vllm_kwargs: dict[str, Any] | None = None
-    """vllm: settings of `vllm.LLM` (gpu_memory_utilization, max_model_len, ...)."""
-    concurrency: int = 8
-    """openai: requests in flight per endpoint, and episodes played at once."""
-    timeout: float = 120.0
-    """openai: seconds per request before it counts as failed (then retried)."""
-    retries: int = 3
-    """openai: retries of a failed request (connection errors, 408/409/429/5xx), with backoff."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """openai: the environment variable holding the API key (local servers need none)."""
 
 
 class Team:

@@ -21,8 +21,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from collabzoo.bench.hf_model import ADAPTER_CONFIG, HF_TOKENS, adapter_folder, assign_members
-from collabzoo.bench.models import Generation, Sampling
-from collabzoo.bench.teams import ModelOptions, TeamError
+from collabzoo.bench.models import Generation, ModelOptions, Sampling, TeamError
 
 
 class VLLMModel:
