@@ -71,7 +71,10 @@ def test_bad_task_options_and_targets(tmp_path) -> None:
     env = collabzoo.make("strbuild")
     with pytest.raises(ValueError, match="task index 99 out of range"):
         env.reset(options={"task": 99})
-    with pytest.raises(ValueError, match="unknown task id 'ZZ'; this split has: I, C"):
+    with pytest.raises(
+        ValueError,
+        match="unknown task id 'ZZ': no split of StrBuildEnv holds it; split 'train' has: I, C",
+    ):
         env.reset(options={"task": "ZZ"})
     with pytest.raises(ValueError, match="only the capital letters A-Z"):
         collabzoo.make("strbuild", targets=["icml"])

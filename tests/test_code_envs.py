@@ -10,6 +10,7 @@ import pytest
 
 import collabzoo
 from collabzoo.envs import code as code_envs
+from collabzoo.envs.hub import DatasetUnavailable
 from collabzoo.rewards import code as rules
 from tests.conftest import require
 
@@ -81,10 +82,72 @@ def test_unreachable_hub_says_how_to_pass_local_data(monkeypatch) -> None:
 
     monkeypatch.setattr(code_envs, "load_records", offline)
     env = collabzoo.make("coophumaneval")
-    with pytest.raises(RuntimeError, match="OpenMLRL/CoopHumanEval") as caught:
+    with pytest.raises(DatasetUnavailable, match="OpenMLRL/CoopHumanEval") as caught:
         env.reset(seed=0)
-    assert "data='path/to/CoopHumanEval.json'" in str(caught.value)
-    assert "collabzoo.make('CoopHumanEval'" in str(caught.value)
+    message = str(caught.value)
+    assert "\n" not in message, "one line"
+    assert "collabzoo.make('CoopHumanEval', data=PATH)" in message
+    assert "ConnectionError: Couldn't reach 'OpenMLRL/CoopHumanEval'" in message
+    assert "e.g. CoopHumanEval.json" in message
+    assert caught.value.hint("--data coophumaneval=PATH").count("--data coophumaneval=PATH") == 1
+
+
+SPLIT_ALL = {"coophumaneval": ("CoopHumanEval", 82), "humaneval": ("HumanEval", 164)}
+SPLIT_ALL["mbpp"] = ("MBPP", 257)
+
+
+@pytest.mark.parametrize("task", list(DATA))
+def test_split_all_is_every_problem_in_dataset_order(shared_data: Path, task: str) -> None:
+    prefix, count = SPLIT_ALL[task]
+    env = collabzoo.make(task, data=data_path(shared_data, task), split="all")
+    every = env.items()
+    assert [p.task_id for p in every] == [f"{prefix}/{k}" for k in range(count)]
+    train_slice, eval_slice = (slice(*env.reference_splits[s]) for s in ("train", "eval"))
+    assert list(env.items("train")) == list(every[train_slice])
+    assert list(env.items("eval")) == list(every[eval_slice])
+    seen = {env.reset(seed=s)[1]["main"]["task_id"] for s in range(60)}
+    assert not seen <= {p.task_id for p in env.items("train")}, "the default split is all"
+    _, infos = env.reset(options={"task": count - 1})
+    assert infos["aux"]["task_id"] == f"{prefix}/{count - 1}"
+
+
+def test_humaneval_32_and_163_are_only_in_split_all(shared_data: Path) -> None:
+    env = collabzoo.make("humaneval", data=data_path(shared_data, "humaneval"))
+    reference = {p.task_id for s in ("train", "eval") for p in env.items(s)}
+    every = {p.task_id for p in env.items("all")}
+    assert every - reference == {"HumanEval/32", "HumanEval/163"}
+    for task in ("HumanEval/32", "HumanEval/163"):
+        _, infos = env.reset(options={"task": task, "split": "all"})
+        assert infos["main"]["task_id"] == task
+
+
+@pytest.mark.parametrize(
+    ("task", "asked", "holder"),
+    [
+        ("HumanEval/32", "train", "all"),
+        ("HumanEval/163", "eval", "all"),
+        ("HumanEval/3", "train", "eval"),
+        ("HumanEval/40", "eval", "train"),
+    ],
+)
+def test_a_task_id_in_another_split_is_named(
+    shared_data: Path, task: str, asked: str, holder: str
+) -> None:
+    env = collabzoo.make("humaneval", data=data_path(shared_data, "humaneval"), split=asked)
+    with pytest.raises(ValueError) as caught:
+        env.reset(options={"task": task})
+    message = str(caught.value)
+    assert f"{task!r} is not in split {asked!r} but in split {holder!r}" in message
+    assert f"options={{'split': {holder!r}}}" in message
+
+
+def test_a_task_id_in_no_split_says_so(shared_data: Path) -> None:
+    env = collabzoo.make("humaneval", data=data_path(shared_data, "humaneval"))
+    with pytest.raises(ValueError, match="unknown task id 'HumanEval/999': no split of") as caught:
+        env.reset(options={"task": "HumanEval/999", "split": "eval"})
+    assert "split 'eval' has: HumanEval/0, HumanEval/1," in str(caught.value)
+    with pytest.raises(ValueError, match=r"split 'all' is always every record"):
+        collabzoo.make("humaneval", splits={"train": (0, 5), "eval": (5, 9), "all": (0, 9)})
 
 
 def test_reset_by_task_id(coop_env) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 import collabzoo
 from collabzoo.envs.scripted_teams import code_oracle
+from collabzoo.rewards.code import MAX_SCORE, NOT_WRAPPER_REWARD
 from tests.conftest import require
 
 
@@ -37,3 +38,36 @@ def test_problems_without_reference_solutions_make_no_oracle(shared_data: Path) 
     problems = collabzoo.make("coophumaneval", data=str(data)).items("eval")
     with pytest.raises(ValueError, match="CoopHumanEval/0 has no reference solution"):
         code_oracle(problems)
+
+
+@pytest.mark.parametrize("task", ["HumanEval/32", "HumanEval/163"])
+def test_the_problems_outside_the_reference_slices_play_and_score(
+    humaneval_path: Path, code_sandbox, task: str
+) -> None:
+    """HumanEval/32 and /163 are in no reference slice; split "all" plays them, and the oracle's
+    answer (the reference solution, main a thin wrapper) scores as every other problem's. Like
+    HumanEval/10, /32's solution calls a helper of the prompt (`poly`): it passes with
+    prompt_context="definitions", and fails under the reference's imports-only program."""
+    env = collabzoo.make(
+        "humaneval",
+        data=str(humaneval_path),
+        split="all",
+        sandbox=code_sandbox,
+        prompt_context="definitions",
+    )
+    oracle = code_oracle(env.items())
+    observations, infos = env.reset(options={"task": task})
+    assert infos["main"]["task_id"] == task
+    _, rewards, _, _, infos = env.step({a: oracle(observations[a]) for a in env.agents})
+    metrics = infos["main"]["metrics"]
+    assert metrics["pass"] == 1.0 and metrics["tests_passed"] == metrics["tests_total"] > 0
+    assert rewards["main"] == pytest.approx(MAX_SCORE - NOT_WRAPPER_REWARD)
+    if task == "HumanEval/32":
+        reference = collabzoo.make(
+            "humaneval", data=str(humaneval_path), split="all", sandbox=code_sandbox
+        )
+        observations, _ = reference.reset(options={"task": task})
+        actions = {a: oracle(observations[a]) for a in reference.agents}
+        observations, rewards, *_ = reference.step(actions)
+        assert rewards["main"] == pytest.approx(1.5), "found, parses, no test passes"
+        assert "NameError: name 'poly' is not defined" in observations["main"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
 import random
+from pathlib import Path
 
 import gymnasium
 import pettingzoo
@@ -190,6 +192,36 @@ def test_state_and_render(game: str) -> None:
     assert "1" in after and "2" in after and "score" in after
     with pytest.warns(UserWarning):
         assert collabzoo.make(game).render() is None
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_split_all_is_train_then_eval_in_order(game: str) -> None:
+    env = collabzoo.make(game, split="all")
+    ids = {s: [env._item_id(i) for i in env.items(s)] for s in ("train", "eval", "all")}
+    assert ids["all"] == ids["train"] + ids["eval"] and len(set(ids["all"])) == len(ids["all"])
+    first = env.possible_agents[0]
+    played = {env.reset(seed=s)[1][first]["task_id"] for s in range(60)}
+    assert played & set(ids["eval"]) and played & set(ids["train"]), "the default split is all"
+    _, infos = env.reset(options={"task": len(ids["all"]) - 1})
+    assert infos[first]["task_id"] == ids["eval"][-1]
+    with pytest.raises(ValueError, match=rf"{ids['eval'][0]!r} is not in split 'train' but in "):
+        env.reset(options={"task": ids["eval"][0], "split": "train"})
+
+
+def test_split_all_of_the_reference_files(
+    reference_targets_path: Path, reference_houses_path: Path
+) -> None:
+    words = collabzoo.make("strbuild", data=str(reference_targets_path)).items("all")
+    assert [w.text for w in words] == ["I", "C", "M", "L", "MC", "CM", "LI", "LLM", "ICML", "CLIM"]
+    houses = json.loads(reference_houses_path.read_text(encoding="utf-8"))
+    env = collabzoo.make("housebuild", data=str(reference_houses_path))
+    assert [env._item_id(h) for h in env.items("all")] == [h["task_id"] for h in houses]
+    assert len(env.items("train")) == 8 and len(env.items("eval")) == 2
+
+
+def test_tinycoop_accepts_split_all_with_the_same_items() -> None:
+    env = collabzoo.make("tinycoop", horizon=3, split="all")
+    assert list(env.items()) == list(env.items("train")) == list(range(8))
 
 
 def test_pettingzoo_registry_and_short_names() -> None:

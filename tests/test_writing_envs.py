@@ -7,7 +7,6 @@ import copy
 import json
 import math
 import random
-import socket
 import warnings
 
 import pytest
@@ -70,11 +69,11 @@ def play_episode(env, seed: int, answer_seed: int, options=None):
 
 @pytest.fixture
 def no_hub(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """A process that has not yet tried the hub, and a hub that cannot be reached; the list
+    """A process that has not yet tried the hub, and hub data that cannot be loaded (as
+    `collabzoo.envs.hub` answers at once for an unreachable hub and no cached copy); the list
     collects the hub sources a load was attempted for."""
     attempts: list[str] = []
     monkeypatch.setattr(writing, "_hub_failures", {})
-    monkeypatch.setattr(writing, "hub_unreachable_reason", lambda: "no network in this test")
 
     def refuse(source, split=None):
         attempts.append(str(source))
@@ -102,24 +101,21 @@ def test_default_data_without_network_falls_back_to_the_sample(task: str, no_hub
         _, infos = env.reset(seed=0)
     assert len(caught) == 1
     message = str(caught[0].message)
-    assert "no network in this test" in message
+    assert "ConnectionError: refused in this test" in message
     assert "embedded sample" in message and "12 short" in message
     assert "NOT the benchmark" in message and "(8 train, 4 eval)" in message
     assert "data=" in message and "HF_HUB_OFFLINE=1" in message
     assert env.hub_id in message
     assert all(info["dataset"] == "sample" for info in infos.values())
-    assert no_hub == [], "an unreachable hub is not tried at all"
     sample = sample_env(task)
     assert [i.source for i in env.items("eval")] == [i.source for i in sample.items("eval")]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # warned once per process: a second env is silent
         collabzoo.make(task).reset(seed=1)
+    assert no_hub == [env.hub_id], "one load (fast, see collabzoo.envs.hub), never retried"
 
 
-def test_failed_hub_load_falls_back_once_and_is_not_retried(
-    no_hub, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(writing, "hub_unreachable_reason", lambda: None)  # "reachable"
+def test_failed_hub_load_falls_back_once_and_is_not_retried(no_hub) -> None:
     env = collabzoo.make("tldr")
     with pytest.warns(writing.SampleDataWarning, match="ConnectionError: refused in this test"):
         env.reset(seed=0)
@@ -138,7 +134,6 @@ def test_hub_records_use_the_reference_slices(monkeypatch: pytest.MonkeyPatch) -
         ]
 
     monkeypatch.setattr(writing, "_hub_failures", {})
-    monkeypatch.setattr(writing, "hub_unreachable_reason", lambda: None)
     monkeypatch.setattr(writing, "load_records", fake_hub)
     env = collabzoo.make("tldr")
     with warnings.catch_warnings():
@@ -164,26 +159,17 @@ def test_an_explicit_hub_id_that_fails_raises_a_clear_error(no_hub) -> None:
         env.reset(seed=0)
 
 
-def test_the_hub_probe_is_bounded_cached_and_honours_offline_mode(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    calls = []
-
-    def no_route(address, timeout):
-        calls.append((address, timeout))
-        raise OSError("network is unreachable")
-
-    monkeypatch.setattr(writing, "_probe_result", [])
-    monkeypatch.setattr(socket, "create_connection", no_route)
-    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HTTPS_PROXY", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", "https://hub.example.org:8443")
-    reason = writing.hub_unreachable_reason(timeout=0.5)
-    assert "hub.example.org:8443" in reason and "network is unreachable" in reason
-    assert writing.hub_unreachable_reason() == reason
-    assert calls == [(("hub.example.org", 8443), 0.5)], "probed once per process"
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert writing.hub_unreachable_reason() is None, "offline mode: datasets reads its cache"
+@pytest.mark.parametrize("task", TASKS)
+def test_split_all_is_train_then_eval_with_ids_by_split(task: str) -> None:
+    env = sample_env(task, split="all")
+    train, held_out, every = env.items("train"), env.items("eval"), env.items()
+    assert [i.source for i in every] == [i.source for i in [*train, *held_out]]
+    expected = [f"train/{i.item_id}" for i in train] + [f"eval/{i.item_id}" for i in held_out]
+    assert [i.item_id for i in every] == expected and len(set(expected)) == 12
+    env.reset(options={"task": f"eval/{held_out[1].item_id}"})
+    assert env.item.source == held_out[1].source
+    with pytest.raises(ValueError, match=r"is not in split 'train' but in split 'all'"):
+        env.reset(options={"task": expected[-1], "split": "train"})
 
 
 # ----- data from files --------------------------------------------------------------------------

@@ -7,7 +7,8 @@
     collabzoo rescore FILE [FILE ...]
 
 `all` is every registered env; pairs that cannot run here (no scripted team of that kind
-for the env, data that cannot be loaded) are skipped with a note. `embedded` is every env whose
+for the env) are skipped with a note, and so is an env whose data cannot be loaded (one line
+saying which `--data ENV=PATH` to pass). `embedded` is every env whose
 tasks ship with the package, the writing tasks on their embedded sample: it runs offline.
 """
 
@@ -38,10 +39,12 @@ from collabzoo.bench.runner import (
     BENCH_SPLITS,
     BenchError,
     BenchRun,
+    DataUnavailable,
     Interrupted,
     NotApplicable,
     RunFailed,
     RunOutcome,
+    check_data,
     run_bench,
 )
 from collabzoo.bench.teams import parse_team
@@ -244,6 +247,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
             kwargs = {**defaults, **scoped.get(None, {}), **scoped.get(env_name, {})}
             if env_name in data:
                 kwargs["data"] = data[env_name]
+            if grouped:  # data that cannot be loaded skips the env: one line, every team
+                try:
+                    check_data(env_name, kwargs, args.split)
+                except DataUnavailable as error:
+                    skipped.append(f"{env_name}: {error}")
+                    print(f"skipped {skipped[-1]}", file=sys.stderr, flush=True)
+                    continue
             for team in teams:
                 top_k = args.top_k
                 if top_k is None:
@@ -417,7 +427,13 @@ def add_commands(commands: Any) -> None:
     bench.add_argument(
         "--episodes", type=int, default=None, help="episodes per run (default: each task once)"
     )
-    bench.add_argument("--split", choices=BENCH_SPLITS, default="eval", help="task split (eval)")
+    bench.add_argument(
+        "--split",
+        choices=BENCH_SPLITS,
+        default="eval",
+        help="task split: eval (default) or train, the reference slices, or all: every task "
+        "in the dataset's order",
+    )
     bench.add_argument("--seed", type=int, default=0, help="episode k resets with seed SEED+k (0)")
     bench.add_argument(
         "--output", default=DEFAULT_OUTPUT, help=f"results folder ({DEFAULT_OUTPUT})"

@@ -1,10 +1,10 @@
 """Play a team on an env under a protocol, episode by episode, into a results file.
 
 Episodes are planned up front, so every run of the same settings plays the same episodes:
-episode k plays task k of the split's task list (train then eval for split "all"), wrapping
-around with fresh seeds when more episodes than tasks are asked for, and resets with seed
-`seed + k`; model calls are seeded from the episode seed and the call number. A resumed run
-plays exactly the episodes that are missing.
+episode k plays task k of the split's task list (for split "all", every task of the env in
+its dataset's order: HumanEval's 164), wrapping around with fresh seeds when more episodes than
+tasks are asked for, and resets with seed `seed + k`; model calls are seeded from the episode
+seed and the call number. A resumed run plays exactly the episodes that are missing.
 
 Time is each episode's wall clock from reset to its last step (generation, env steps and
 sandboxed tests). With several episodes in flight at once (an endpoint team's concurrency) it
@@ -40,10 +40,12 @@ from collabzoo.bench.results import (
 )
 from collabzoo.bench.teams import NoScriptedTeam, Team, slug
 from collabzoo.envs import make, resolve
+from collabzoo.envs.hub import DatasetUnavailable
 from collabzoo.envs.records import SPLITS
 from collabzoo.sandbox import default_sandbox
 
-BENCH_SPLITS = (*SPLITS, "all")
+BENCH_SPLITS = SPLITS
+"""eval (the default), train, or all: the env's own splits."""
 DEFAULT_DATA_LABELS = {
     "strbuild": "reference words",
     "housebuild": "generated houses",
@@ -59,6 +61,11 @@ class BenchError(ValueError):
 class NotApplicable(BenchError):
     """This team cannot play this env, or the env's data cannot be loaded here: `--env all`
     skips such a pair and says why; a named env makes it an error."""
+
+
+class DataUnavailable(NotApplicable):
+    """The env's data cannot be loaded here (the hub out of reach, say): the message says which
+    `--data ENV=PATH` to pass instead."""
 
 
 class Interrupted(Exception):
@@ -116,18 +123,39 @@ def results_path(output: str | os.PathLike[str], short_name: str, run: BenchRun)
     return Path(output) / name
 
 
-def plan_episodes(env: Any, split: str, episodes: int | None, seed: int) -> list[EpisodePlan]:
+def plan_episodes(
+    env: Any, split: str, episodes: int | None, seed: int, short_name: str | None = None
+) -> list[EpisodePlan]:
     if split not in BENCH_SPLITS:
         raise BenchError(f"split must be one of {', '.join(BENCH_SPLITS)}, got {split!r}")
-    splits = list(SPLITS) if split == "all" else [split]
     try:
-        tasks = [(s, k) for s in splits for k in range(len(env.items(s)))]
-    except Exception as error:  # hub down, no local copy: the env's message says what to do
+        tasks = [(split, k) for k in range(len(env.items(split)))]
+    except DatasetUnavailable as error:  # the hub out of reach and no local copy
+        name = short_name or "ENV"
+        raise DataUnavailable(error.hint(f"--data {name}=PATH")) from None
+    except Exception as error:  # a bad local copy, say: the env's message says what to do
         raise NotApplicable(f"cannot load the tasks: {error}") from None
     count = len(tasks) if episodes is None else episodes
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise BenchError(f"--episodes must be a positive number, got {episodes!r}")
     return [EpisodePlan(k, *tasks[k % len(tasks)], seed=seed + k) for k in range(count)]
+
+
+def check_data(env: str, env_kwargs: Mapping[str, Any], split: str) -> None:
+    """Raise DataUnavailable when the tasks of `env` cannot be loaded here: `--env all` asks
+    once per env, before any team, so a skipped env gets one line, not one per team. Any other
+    problem is left for `run_bench` to report."""
+    try:
+        entry = resolve(env)
+        probe = make(entry.id, **env_kwargs)
+    except Exception:
+        return
+    try:
+        plan_episodes(probe, split, None, 0, entry.short_name)
+    except DataUnavailable:
+        raise
+    except Exception:
+        return
 
 
 def data_label(env: Any, short_name: str, kwargs: Mapping[str, Any], reset_info: Mapping) -> str:
@@ -305,7 +333,7 @@ def run_bench(
         raise BenchError(f"{entry.id}: {message}") from None
     try:
         run.team.check(short)
-        plan = plan_episodes(probe, run.split, run.episodes, run.seed)
+        plan = plan_episodes(probe, run.split, run.episodes, run.seed, short)
         agents = list(probe.possible_agents)
         team = run.team.build(probe, short, agents, run.options)
     except NoScriptedTeam as error:
@@ -353,7 +381,12 @@ def run_bench(
         results = ResultsFile.open(path, header, resume=resume, overwrite=overwrite)
     except ResultsError as error:
         raise BenchError(str(error)) from None
-    results.keep_only(p.index for p in plan)
+    # an episode recorded for another task (a file of an older plan, e.g. split "all" when it
+    # meant train then eval) is played again, never mixed in
+    recorded = {int(e["index"]): (e.get("split"), e.get("task")) for e in results.episodes}
+    results.keep_only(
+        p.index for p in plan if recorded.get(p.index, (p.split, p.task)) == (p.split, p.task)
+    )
     pending = [p for p in plan if p.index not in results.finished]
     results.flush("running")
     shown = [c.name for c in columns.columns] + [COST]

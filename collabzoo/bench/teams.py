@@ -238,7 +238,7 @@ def scripted_policy(kind: str, game: str, env: Any) -> Callable[[str], str]:
     `collabzoo.envs.scripted_teams`, and for the code tasks the oracle built from the env's
     problems (it needs their reference solutions: HumanEval has them)."""
     if kind == "oracle" and game in CODE_GAMES:
-        problems = [p for split in ("train", "eval") for p in env.items(split)]
+        problems = list(env.items("all"))  # every problem, the ones in no reference slice too
         missing = [p.task_id for p in problems if not p.solution.strip()]
         if missing:
             raise NoScriptedTeam(

@@ -14,7 +14,8 @@ import ast
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from collabzoo.envs.records import SPLITS, load_records
+from collabzoo.envs.hub import DatasetUnavailable, one_line
+from collabzoo.envs.records import ALL, REFERENCE_SPLITS, load_records
 from collabzoo.envs.text_env import (
     TextCollabEnv,
     TurnResult,
@@ -28,6 +29,11 @@ TEAM_ROLES = ("aux", "main")
 SOLO_ROLES = ("solver",)
 SplitSlices = Mapping[str, tuple[int | None, int | None]]
 """{split: (start, stop)}: which records of the dataset each split holds."""
+RECORD_FORMAT = (
+    "a json / jsonl / jsonl.gz file or a folder of them, records holding task_id, prompt, test, "
+    "entry_point"
+)
+"""What a local copy of a code dataset is, for the errors that ask for one."""
 
 
 def _signature(problem: rules.CodeProblem) -> str:
@@ -49,8 +55,10 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
         data: a local copy of the dataset replacing the hub: a json / jsonl / jsonl.gz file or
             a directory of them, with records holding task_id, prompt, test, entry_point (the
             layout of the hub split); the reference slices below still apply. A hub dataset id
-            works too.
-        split: default split for `reset` ("train" or "eval").
+            works too. Offline, a hub dataset fails at once (no retries) unless the local
+            `datasets` cache holds it; the error says to pass data=PATH.
+        split: default split for `reset`: "train" or "eval" (the reference slices) or "all"
+            (every problem, in the dataset's order).
         memory: how much of its own history an agent sees: "full", "last" or "none".
         feedback: "level" (reference default: diagnostics of the joint program) or "plain"
             (just a request to revise).
@@ -69,8 +77,9 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
             bare `aux(...)` statement) or "off".
         prompt_context: what of the prompt joins the program: "imports" (reference) or
             "definitions" (also its other top-level functions, e.g. HumanEval/10's helper).
-        splits: {split: (start, stop)} slices of the dataset's records for each split;
-            default: the reference slices of the task.
+        splits: {"train": (start, stop), "eval": (start, stop)} slices of the dataset's
+            records; default: the reference slices of the task. Split "all" is always every
+            record.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
@@ -136,28 +145,28 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
             and all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in v)
             for v in self.splits.values()
         )
-        if set(self.splits) != set(SPLITS) or not bounds_ok:
-            raise ValueError(f"splits needs a (start, stop) slice for each of {SPLITS}")
+        if set(self.splits) != set(REFERENCE_SPLITS) or not bounds_ok:
+            raise ValueError(
+                f"splits needs a (start, stop) slice for each of {REFERENCE_SPLITS} (split "
+                f"{ALL!r} is always every record), got {splits!r}"
+            )
         self._data = data
         self._last: rules.CodeOutcome | None = None
 
     # ----- task items -----------------------------------------------------------------------
     def _load_items(self, split: str) -> Sequence[rules.CodeProblem]:
-        if self._data is not None:
-            records = load_records(self._data, split=self.hub_split)
-        else:
-            try:
-                records = load_records(self.hub_id, split=self.hub_split)
-            except Exception as error:
-                raise RuntimeError(
-                    f"could not load {self.hub_id!r} (split {self.hub_split!r}) from the Hugging "
-                    f"Face hub ({type(error).__name__}: {str(error)[:300]}). Without network "
-                    f"access, pass a local copy: collabzoo.make({self.title!r}, "
-                    f"data='path/to/{self.local_file}') (a json / jsonl / jsonl.gz file or a "
-                    "directory of them, with records holding task_id, prompt, test, entry_point)"
-                ) from error
-        start, stop = self.splits[split]
-        return [rules.CodeProblem.from_record(r) for r in records[slice(start, stop)]]
+        if split != ALL:  # a slice of "all": the dataset is read once for every split
+            start, stop = self.splits[split]
+            return list(self.items(ALL)[slice(start, stop)])
+        source = self.hub_id if self._data is None else self._data
+        try:
+            records = load_records(source, split=self.hub_split)
+        except Exception as error:
+            if self._data is not None and not isinstance(error, ConnectionError):
+                raise  # a bad local path or file: its own message says what was wrong
+            expected = f"{RECORD_FORMAT} (e.g. {self.local_file})"
+            raise DatasetUnavailable(self.title, str(source), one_line(error), expected) from error
+        return [rules.CodeProblem.from_record(r) for r in records]
 
     def _item_id(self, item: rules.CodeProblem) -> str:
         return item.task_id
@@ -295,7 +304,8 @@ class CoopHumanEvalEnv(CodeEnv):
     __doc__ = (
         "CoopHumanEval: 82 problems made for splitting into a helper and a main function "
         "(hub `OpenMLRL/CoopHumanEval`, split test; reference train test[16:] = 66, eval "
-        "test[:16] = 16).\n\n" + (CodeEnv.__doc__ or "").split("\n\n", 1)[1]
+        "test[:16] = 16; split all = the 82 in order).\n\n"
+        + (CodeEnv.__doc__ or "").split("\n\n", 1)[1]
     )
     metadata: ClassVar[dict[str, Any]] = {**CodeEnv.metadata, "name": "coophumaneval_v0"}
     hub_id = "OpenMLRL/CoopHumanEval"
@@ -307,7 +317,8 @@ class CoopHumanEvalEnv(CodeEnv):
 class HumanEvalEnv(CodeEnv):
     __doc__ = (
         "HumanEval: OpenAI's 164 problems (hub `openai/openai_humaneval`, split test; reference "
-        "train test[33:163] = 130, eval test[:32] = 32).\n\n"
+        "train test[33:163] = 130, eval test[:32] = 32, so HumanEval/32 and /163 are only in "
+        "split all = the 164 in order, the set HumanEval scores are usually reported on).\n\n"
         + (CodeEnv.__doc__ or "").split("\n\n", 1)[1]
     )
     metadata: ClassVar[dict[str, Any]] = {**CodeEnv.metadata, "name": "humaneval_v0"}
@@ -321,7 +332,7 @@ class MBPPEnv(CodeEnv):
     __doc__ = (
         "MBPP: 257 sanitized MBPP problems in HumanEval form (hub `OpenMLRL/MBPP`, split test; "
         "eval test[:15] = 15 as in the reference's evaluation script, train test[15:] = 242, "
-        "the rest, as no training slice is published).\n\n"
+        "the rest, as no training slice is published; split all = the 257 in order).\n\n"
         + (CodeEnv.__doc__ or "").split("\n\n", 1)[1]
     )
     metadata: ClassVar[dict[str, Any]] = {**CodeEnv.metadata, "name": "mbpp_v0"}

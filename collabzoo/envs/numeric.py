@@ -39,7 +39,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from collabzoo.envs.housebuild import HouseBuildEnv
-from collabzoo.envs.records import SPLITS
+from collabzoo.envs.records import ALL
 from collabzoo.envs.strbuild import StrBuildEnv
 from collabzoo.envs.text_env import check_choice, check_positive_int
 from collabzoo.rewards import housebuild as house_rules
@@ -82,7 +82,7 @@ class BuildingGridEnv(ParallelEnv):
         self.possible_agents = list(env.possible_agents)
         self.agents: list[str] = []
         self.render_mode = env.render_mode
-        items = [item for split in SPLITS for item in self.env.items(split)]
+        items = self.env.items(ALL)
         if self.house:
             self.size = tuple(int(v) for v in np.max([h.size for h in items], axis=0))
             self.blocks = tuple(sorted({b for h in items for b in h.blocks} - {house_rules.AIR}))

@@ -15,10 +15,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from collabzoo.envs.hub import load_hub_records
+
 T = TypeVar("T")
 
 FILE_SUFFIXES = (".json", ".jsonl", ".jsonl.gz", ".json.gz", ".csv")
-SPLITS = ("train", "eval")
+ALL = "all"
+"""The split of every task item of an env, in the dataset's own order (whole-benchmark runs)."""
+REFERENCE_SPLITS = ("train", "eval")
+"""The reference's two disjoint slices of a dataset."""
+SPLITS = (*REFERENCE_SPLITS, ALL)
+"""What `split=` and `options={"split": ...}` accept."""
 
 
 def _suffix(path: Path) -> str | None:
@@ -77,7 +84,8 @@ def read_file(path: Path, split: str | None = None) -> list[dict[str, Any]]:
 def load_records(source: str | os.PathLike[str], *, split: str | None = None) -> list[dict]:
     """Task items from `source`: a local file, a directory of such files (read in name order),
     or a Hugging Face hub dataset id such as `openai/openai_humaneval` (loaded with `datasets`,
-    `split` naming the hub split)."""
+    `split` naming the hub split; one quick connectivity check per process, see
+    `collabzoo.envs.hub`)."""
     path = Path(source).expanduser()
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.is_file() and _suffix(p))
@@ -92,22 +100,19 @@ def load_records(source: str | os.PathLike[str], *, split: str | None = None) ->
             f"{text!r} is neither an existing file or directory nor a hub dataset id "
             "of the form 'owner/name'"
         )
-    import datasets  # deferred: slow to import, and only needed for hub data
-
-    loaded = datasets.load_dataset(text, split=split)
-    return [dict(row) for row in loaded]
+    return load_hub_records(text, split)
 
 
 def train_eval_split(items: Sequence[T], split: str, eval_fraction: float = 0.2) -> list[T]:
     """The reference convention for small task lists: the last ~20% are held out for eval.
 
     Ten items give 8 train / 2 eval, as in the reference StrBuild and HouseBuild runs. A list of
-    one item serves both splits.
+    one item serves both splits. Split "all" is the whole list, in its order.
     """
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
     n = len(items)
-    if n <= 1:
+    if n <= 1 or split == ALL:
         return list(items)
     held_out = min(n - 1, max(1, round(n * eval_fraction)))
     return list(items[: n - held_out] if split == "train" else items[n - held_out :])

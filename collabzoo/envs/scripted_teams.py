@@ -456,7 +456,7 @@ def code_oracle(problems: Iterable[CodeProblem]) -> Policy:
     from the solution it was given, so it measures the scoring and the sandbox, not a model.
 
     Every test passes (Pass 100%) wherever the reference solution runs in the program the task
-    builds (HumanEval/10 calls the prompt's `is_palindrome`, which needs
+    builds (HumanEval/10 calls the prompt's `is_palindrome`, /32 its `poly`, which needs
     prompt_context="definitions"), and main is a thin wrapper around aux by design, so the
     reward is 3.0 of 4.0: the last 1.0 pays for splitting real work between the two functions,
     which no script can do from one reference solution.

@@ -124,12 +124,13 @@ class TextCollabEnv(ParallelEnv, Generic[Item]):
 
     @property
     def np_random(self) -> np.random.Generator:
-        if self._np_random is None:
-            self._np_random, self._np_random_seed = seeding.np_random()
+        if self._np_random is None:  # first use, or the first since reset(seed=...)
+            self._np_random, self._np_random_seed = seeding.np_random(self._np_random_seed)
         return self._np_random
 
     def items(self, split: str | None = None) -> Sequence[Item]:
-        """The task items of a split (loaded once, then shared by every copy of the env)."""
+        """The task items of a split (loaded once, then shared by every copy of the env):
+        "train" and "eval" are the reference slices, "all" every item in the dataset's order."""
         split = check_choice("split", self.split if split is None else split, SPLITS)
         if split not in self._items_by_split:
             items = self._load_items(split)
@@ -142,10 +143,15 @@ class TextCollabEnv(ParallelEnv, Generic[Item]):
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
         if seed is not None:
-            self._np_random, self._np_random_seed = seeding.np_random(seed)
+            # Built on first use: most resets never draw from it, and building one costs more
+            # than the rest of a StrBuild reset. The generator is the same either way.
+            if not (isinstance(seed, int) and seed >= 0):
+                seeding.np_random(seed)  # gymnasium's error for a bad seed, raised here
+            self._np_random, self._np_random_seed = None, seed
         options = dict(options or {})
-        items = self.items(options.get("split", self.split))
-        self.item = items[self._select(items, options.get("task"))]
+        split = options.get("split", self.split)
+        items = self.items(split)
+        self.item = items[self._select(items, options.get("task"), split)]
         episode_info = self._begin_episode(self.item, options)
         self.agents = list(self.possible_agents)
         self.turn = 0
@@ -165,7 +171,7 @@ class TextCollabEnv(ParallelEnv, Generic[Item]):
         }
         return dict(self._observations), infos
 
-    def _select(self, items: Sequence[Item], task: Any) -> int:
+    def _select(self, items: Sequence[Item], task: Any, split: str | None = None) -> int:
         if task is None:
             return int(self.np_random.integers(len(items)))
         if isinstance(task, (int, np.integer)) and not isinstance(task, bool):
@@ -176,9 +182,34 @@ class TextCollabEnv(ParallelEnv, Generic[Item]):
             ids = [self._item_id(i) for i in items]
             if task in ids:
                 return ids.index(task)
+            holder = self._split_holding(task, split)
+            if holder is not None:
+                raise ValueError(
+                    f"task id {task!r} is not in split {split!r} but in split {holder!r}: pass "
+                    f"options={{'split': {holder!r}}} to reset (or split={holder!r} to make)"
+                )
             shown = ", ".join(ids[:10]) + (", ..." if len(ids) > 10 else "")
-            raise ValueError(f"unknown task id {task!r}; this split has: {shown}")
+            where = "this split" if split is None else f"split {split!r}"
+            raise ValueError(
+                f"unknown task id {task!r}: no split of {type(self).__name__} holds it; "
+                f"{where} has: {shown}"
+            )
         raise TypeError(f"options['task'] must be an index or a task id, got {type(task).__name__}")
+
+    def _split_holding(self, task_id: str, asked: str | None) -> str | None:
+        """The split other than `asked` that holds `task_id` (a reference split before "all"),
+        for the error of an id asked in the wrong split; None when none does (or its items
+        cannot be loaded here)."""
+        for split in SPLITS:
+            if split == asked:
+                continue
+            try:
+                ids = [self._item_id(i) for i in self.items(split)]
+            except Exception:  # e.g. the hub is out of reach for that split: no hint
+                continue
+            if task_id in ids:
+                return split
+        return None
 
     def step(
         self, actions: Mapping[str, str]

@@ -30,7 +30,7 @@ class TinyCoopEnv(TextCollabEnv[int]):
     Task items are the signal sequences: the integers 0 .. min(2**H, 64) - 1, whose H low bits
     are the signals of turns 0 .. H-1 (so from H = 7 on, the signals of turns 6 and later are
     always 0). The task id is the signals in turn order, e.g. "0110". The task is synthetic, so
-    the "train" and "eval" splits both hold every item.
+    the "train", "eval" and "all" splits all hold every item.
 
     Observations are tiny: "tinycoop alpha r1/4 s=1 >" at the first turn, then
     "alpha r2/4 s=0 last=win >" (agent, round, signal, the last turn's outcome), and after the
@@ -38,7 +38,7 @@ class TinyCoopEnv(TextCollabEnv[int]):
     else is shown besides the base env's turn header.
 
     Args:
-        split: default split for `reset` ("train" or "eval"; they hold the same items).
+        split: default split for `reset` ("train", "eval" or "all"; they hold the same items).
         memory: how much of its own history an agent sees: "none" (this env's default),
             "last" or "full".
         horizon: turns per episode (default 1).

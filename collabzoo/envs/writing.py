@@ -10,10 +10,11 @@ prompts and the score feedback, and reports the levels reached.
 
 Data. `data=None` loads the reference slices from the Hugging Face hub (`trl-lib/tldr`:
 train[:1100] and test[:1100]; `OpenMLRL/arXiv_abstract`: train[:1100] and val[:1100]). When the
-hub cannot be reached, the env falls back to a 12-item sample of original writing embedded in
-the package (8 train, 4 eval) and warns once per process; `data="sample"` picks that sample on
-purpose, without the warning. `data=` also takes a local file or directory, or a mapping
-{"train": source, "eval": source}.
+hub cannot be reached and the local `datasets` cache has no copy, the env falls back to a
+12-item sample of original writing embedded in the package (8 train, 4 eval) and warns once
+per process; `data="sample"` picks that sample on purpose, without the warning. `data=` also
+takes a local file or directory, or a mapping {"train": source, "eval": source}. Split "all" is
+the train items followed by the eval items.
 """
 
 from __future__ import annotations
@@ -22,16 +23,14 @@ import gzip
 import json
 import math
 import os
-import socket
-import threading
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
-from urllib.parse import urlparse
 
-from collabzoo.envs.records import SPLITS, load_records, train_eval_split
+from collabzoo.envs.hub import one_line
+from collabzoo.envs.records import ALL, REFERENCE_SPLITS, load_records, train_eval_split
 from collabzoo.envs.text_env import TextCollabEnv, TurnResult
 from collabzoo.rewards import RewardBreakdown
 from collabzoo.rewards import writing as rewards
@@ -43,9 +42,6 @@ REFERENCE_ITEMS = 1100
 SAMPLE_DIR = Path(__file__).with_name("data")
 SOURCE_SHOWN_CHARS = 600
 """How much of the source `render()` shows."""
-HUB_PROBE_TIMEOUT = 3.0
-"""Seconds the one-time connectivity check waits for the hub (or the configured proxy)."""
-_TRUE = {"1", "true", "yes", "on"}
 
 
 class SampleDataWarning(UserWarning):
@@ -66,49 +62,7 @@ class WritingItem:
 
 
 # ----- where the data comes from ------------------------------------------------------------
-_probe_lock = threading.Lock()
-_probe_result: list[str | None] = []  # [] until probed; then [None] (reachable) or [reason]
 _hub_failures: dict[str, str] = {}  # hub id -> why it could not be loaded (this process)
-
-
-def _offline_mode() -> bool:
-    return any(
-        os.environ.get(name, "").strip().lower() in _TRUE
-        for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-    )
-
-
-def _probe_address() -> tuple[str, int]:
-    """(host, port) the hub is reached through: an HTTPS proxy if one is set, else the endpoint."""
-    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
-    url = urlparse(proxy or os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    return url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
-
-
-def hub_unreachable_reason(timeout: float = HUB_PROBE_TIMEOUT) -> str | None:
-    """Why the hub cannot be reached, or None when it can (or when HF_HUB_OFFLINE is set: then
-    `datasets` reads its local cache and fails fast by itself). One TCP connection attempt per
-    process, bounded by `timeout` including the name lookup, so an offline machine does not
-    spend `datasets`' 20-odd seconds of retries."""
-    if _offline_mode():
-        return None
-    with _probe_lock:
-        if not _probe_result:
-            host, port = _probe_address()
-            outcome: list[str | None] = []
-
-            def attempt() -> None:
-                try:
-                    socket.create_connection((host, port), timeout=timeout).close()
-                    outcome.append(None)
-                except OSError as error:
-                    outcome.append(f"cannot connect to {host}:{port} ({error})")
-
-            worker = threading.Thread(target=attempt, daemon=True)
-            worker.start()
-            worker.join(timeout + 0.5)
-            _probe_result.append(outcome[0] if outcome else f"no answer from {host}:{port}")
-        return _probe_result[0]
 
 
 def _per_split_lists(path: Path) -> dict[str, list] | None:
@@ -134,8 +88,9 @@ class WritingEnv(TextCollabEnv[WritingItem]):
 
     Args:
         data: where the source texts come from.
-            None (default): the hub dataset with the reference slices; if the hub cannot be
-            reached, the embedded sample, with a one-time `SampleDataWarning`.
+            None (default): the hub dataset with the reference slices; if it cannot be loaded
+            (the hub out of reach, no cached copy), the embedded sample, with a one-time
+            `SampleDataWarning`.
             "sample": the embedded sample (12 items of original writing: the first 8 train,
             the last 4 eval), not the benchmark.
             A local json / jsonl / jsonl.gz / csv file or a directory of them, with the hub's
@@ -144,7 +99,9 @@ class WritingEnv(TextCollabEnv[WritingItem]):
             the eval split. The first 1100 records of each split are used, as in the reference.
             A hub dataset id: loaded with `datasets`, reference splits and slices, no fallback.
             A mapping {"train": source, "eval": source}: each split from its own source.
-        split: default split for `reset` ("train" or "eval").
+        split: default split for `reset`: "train" or "eval", or "all": the train items then
+            the eval items (hub: both reference slices, 2200 texts; the sample: all 12), with
+            ids prefixed by their split ("train/0", "eval/0": TLDR ids are per-split indices).
         memory: how much of its own history an agent sees: "full", "last" or "none".
         horizon: turns per episode (reference: 1). With more, each agent gets the team score
             and the level breakdown after every turn and is asked to revise its text.
@@ -197,8 +154,10 @@ class WritingEnv(TextCollabEnv[WritingItem]):
                 f"transitions must be one of {rewards.TRANSITION_MODES}, got {transitions!r}"
             )
         if isinstance(data, Mapping):
-            if set(data) != set(SPLITS):
-                raise ValueError(f"a data mapping needs exactly the keys {SPLITS}, got {set(data)}")
+            if set(data) != set(REFERENCE_SPLITS):
+                raise ValueError(
+                    f"a data mapping needs exactly the keys {REFERENCE_SPLITS}, got {set(data)}"
+                )
             data = dict(data)
         elif data is not None and not isinstance(data, (str, os.PathLike)):
             raise TypeError(
@@ -215,6 +174,12 @@ class WritingEnv(TextCollabEnv[WritingItem]):
 
     # ----- task items -----------------------------------------------------------------------
     def _load_items(self, split: str) -> Sequence[WritingItem]:
+        if split == ALL:  # both reference slices, train first; ids made unique by their split
+            return [
+                replace(item, item_id=f"{part}/{item.item_id}")
+                for part in REFERENCE_SPLITS
+                for item in self.items(part)
+            ]
         if isinstance(self._data, dict):
             records, label = self._records_from(self._data[split], split, own_split=True)
         elif self._data is None:
@@ -272,15 +237,17 @@ class WritingEnv(TextCollabEnv[WritingItem]):
         )
 
     def _default_records(self, split: str) -> tuple[list[dict], str]:
-        """The hub's reference slice; the embedded sample when the hub is out of reach (decided
-        once per process and dataset, and then warned about once)."""
-        reason = _hub_failures.get(self.hub_id) or hub_unreachable_reason()
+        """The hub's reference slice; the embedded sample when it cannot be loaded (decided
+        once per process and dataset, and then warned about once). An unreachable hub costs
+        one quick check per process, then only a look in the local `datasets` cache
+        (`collabzoo.envs.hub`)."""
+        reason = _hub_failures.get(self.hub_id)
         if reason is None:
             try:
                 return self._hub_records(self.hub_id, split), self.hub_id
             except Exception as error:
                 cause = error.__cause__ or error
-                reason = f"{type(cause).__name__}: {str(cause)[:300]}"
+                reason = one_line(cause)
         if self.hub_id not in _hub_failures:
             _hub_failures[self.hub_id] = reason
             warnings.warn(self.fallback_message(reason), SampleDataWarning, stacklevel=5)
@@ -294,7 +261,8 @@ class WritingEnv(TextCollabEnv[WritingItem]):
             f"Using the embedded sample instead: 12 short {cls.source_name}s of original "
             "writing (8 train, 4 eval), NOT the benchmark, so scores on it are not comparable "
             "to published results. For the real data: allow network access (the dataset is "
-            "then cached; later offline runs can set HF_HUB_OFFLINE=1 to use that cache), or "
+            "then cached, and later runs without network read that cache; HF_HUB_OFFLINE=1 "
+            "skips the network check), or "
             f"pass data= a local copy (json / jsonl / jsonl.gz / csv with the fields "
             f"{', '.join(cls.fields)}). Pass data='sample' to choose the sample without this "
             "warning."
