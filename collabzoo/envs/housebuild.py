@@ -67,6 +67,19 @@ def merged_boxes(house: rules.House) -> tuple[Box, ...]:
     return tuple(boxes)
 
 
+@functools.lru_cache(maxsize=512)
+def plan_text(house: rules.House) -> str:
+    """The prompt's layer plan of a house: its `merged_boxes` by layer. Kept, as they are:
+    every reset writes it again."""
+    by_layer: dict[int, list[str]] = {}
+    for x1, y, z1, x2, _, z2, block in merged_boxes(house):
+        by_layer.setdefault(y, []).append(f"({x1}, {y}, {z1}, {x2}, {y}, {z2} {block})")
+    return "\n".join(
+        f"y={y}: " + (", ".join(by_layer[y]) if y in by_layer else "all air")
+        for y in range(house.size[1])
+    )
+
+
 class HouseBuildEnv(TextCollabEnv[rules.House]):
     """Two builders build a house from its layer plan (H = 4 by default).
 
@@ -74,7 +87,7 @@ class HouseBuildEnv(TextCollabEnv[rules.House]):
         data: houses in the reference y_layers format (a json / jsonl file or directory, or a
             hub dataset id); default: 24 generated houses (last 5 held out for eval). A list of
             houses is split like the reference file: first 80% train, last 20% eval.
-        split: default split for `reset` ("train" or "eval").
+        split: default split for `reset`: "train", "eval" or "all" (every house, in order).
         memory: how much of its own history an agent sees: "full", "last" or "none".
         feedback: "score" (reference default), "position" (cells to fix) or "resource"
             (what each builder spent of its allowance).
@@ -158,12 +171,7 @@ class HouseBuildEnv(TextCollabEnv[rules.House]):
         house = self.item
         sx, sy, sz = house.size
         index = self.possible_agents.index(agent)
-        by_layer: dict[int, list[str]] = {}
-        for x1, y, z1, x2, _, z2, block in self._boxes:
-            by_layer.setdefault(y, []).append(f"({x1}, {y}, {z1}, {x2}, {y}, {z2} {block})")
-        plan = "\n".join(
-            f"y={y}: " + (", ".join(by_layer[y]) if y in by_layer else "all air") for y in range(sy)
-        )
+        plan = plan_text(house)
         blocks = [b for b in house.blocks if b != rules.AIR]
         parts = [
             f"Together with your partner, build the house {house.task_id!r}.",

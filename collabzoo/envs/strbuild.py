@@ -6,6 +6,7 @@ prompts and feedback, and reports the reference score, its parts and the metrics
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -43,6 +44,50 @@ def make_task(text: str) -> StrBuildTask:
     return StrBuildTask(text, text, rules.StrBuildTarget(render_text(text)))
 
 
+@functools.lru_cache(maxsize=1024)
+def _role_prompt(
+    text: str,
+    target: rules.StrBuildTarget,
+    agents: tuple[str, ...],
+    agent: str,
+    palettes: tuple[tuple[str, ...], ...],
+    max_commands: int,
+) -> str:
+    """An agent's first prompt. Kept: every reset writes it again for the same few targets."""
+    index = agents.index(agent)
+    picture = "\n".join(f"y={target.height - 1 - r}: {row}" for r, row in enumerate(target.rows))
+    others = [
+        f"the {a.replace('_', ' ')} has {', '.join(p)}"
+        for a, p in zip(agents, palettes, strict=True)
+        if a != agent
+    ]
+    return (
+        f'Together with your partner, draw the word "{text}" in blocks on '
+        f"the wall z = 0.\n{identity_line(index, len(agents))}\n\n"
+        f"Build area: x from 0 to {target.width - 1}, y from 0 to {target.height - 1} "
+        "(y grows upwards), z = 0.\n"
+        "Target ('#' = a block must be there, '.' = must stay empty):\n"
+        f"{picture}\n\n"
+        f"Your blocks: {', '.join(palettes[index])} (and air, which clears a cell).\n"
+        f"Your partner's blocks: {'; '.join(others)}.\n\n"
+        "Scoring: fill every '#' cell, leave every '.' cell empty, never let two blocks of "
+        "the same texture touch side by side or one above the other, and make sure each "
+        "builder uses every one of its blocks.\n"
+        f"Answer with commands only, one per line, at most {max_commands}:\n"
+        "/setblock x y z block"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _position_feedback(target: rules.StrBuildTarget) -> str:
+    """The "position" feedback paragraph: the same for every agent and turn of a target."""
+    return (
+        f"Target cells (x,y,z): {cell_list(target.positions())}.\n"
+        "Take about half of these cells and leave the rest to your partner, so that no "
+        "two of your blocks are side by side."
+    )
+
+
 class StrBuildEnv(TextCollabEnv[StrBuildTask]):
     """Two builders draw a capital-letter word on the plane z = 0 (H = 4 by default).
 
@@ -51,7 +96,7 @@ class StrBuildEnv(TextCollabEnv[StrBuildTask]):
             first 8 train, last 2 eval.
         data: a csv / json / jsonl file or directory with a `string` column (the reference
             targets.csv format), or a hub dataset id; replaces the default words.
-        split: default split for `reset` ("train" or "eval").
+        split: default split for `reset`: "train", "eval" or "all" (every word, in order).
         memory: how much of its own history an agent sees: "full", "last" or "none".
         feedback: "position" (reference default: the target cells, split the work),
             "score" (the last score only) or "perfect" (cells to fill and to clear).
@@ -123,30 +168,13 @@ class StrBuildEnv(TextCollabEnv[StrBuildTask]):
 
     # ----- prompts --------------------------------------------------------------------------
     def _role_prompt(self, agent: str) -> str:
-        index = self.possible_agents.index(agent)
-        target = self.item.target
-        picture = "\n".join(
-            f"y={target.height - 1 - r}: {row}" for r, row in enumerate(target.rows)
-        )
-        others = [
-            f"the {a.replace('_', ' ')} has {', '.join(p)}"
-            for a, p in zip(self.possible_agents, self.palettes, strict=True)
-            if a != agent
-        ]
-        return (
-            f'Together with your partner, draw the word "{self.item.text}" in blocks on '
-            f"the wall z = 0.\n{identity_line(index, len(self.roles))}\n\n"
-            f"Build area: x from 0 to {target.width - 1}, y from 0 to {target.height - 1} "
-            "(y grows upwards), z = 0.\n"
-            "Target ('#' = a block must be there, '.' = must stay empty):\n"
-            f"{picture}\n\n"
-            f"Your blocks: {', '.join(self.palettes[index])} (and air, which clears a cell).\n"
-            f"Your partner's blocks: {'; '.join(others)}.\n\n"
-            "Scoring: fill every '#' cell, leave every '.' cell empty, never let two blocks of "
-            "the same texture touch side by side or one above the other, and make sure each "
-            "builder uses every one of its blocks.\n"
-            f"Answer with commands only, one per line, at most {self.max_commands}:\n"
-            "/setblock x y z block"
+        return _role_prompt(
+            self.item.text,
+            self.item.target,
+            tuple(self.possible_agents),
+            agent,
+            self.palettes,
+            self.max_commands,
         )
 
     def _feedback(self, agent: str, outcome: rules.StrBuildOutcome) -> str:
@@ -161,11 +189,7 @@ class StrBuildEnv(TextCollabEnv[StrBuildTask]):
         ]
         target = self.item.target
         if self.feedback == "position":
-            lines.append(
-                f"Target cells (x,y,z): {cell_list(target.positions())}.\n"
-                "Take about half of these cells and leave the rest to your partner, so that no "
-                "two of your blocks are side by side."
-            )
+            lines.append(_position_feedback(target))
         elif self.feedback == "perfect":
             w = target.width
             blocks, cells = outcome.world.blocks, target.cells

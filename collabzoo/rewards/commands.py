@@ -8,11 +8,14 @@ game then validates the lines it got; a line it cannot use becomes a `Rejection`
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 FENCE = "```"
+# int() of the coordinates answers hold most, looked up: the same values, faster than int().
+SMALL_INTS = {str(i): i for i in range(-9, 100)}
 _LANGUAGE_TAG = re.compile(r"[A-Za-z0-9_-]+")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*]+|\d+[.)])\s*")
 
@@ -35,7 +38,7 @@ class ParsedAnswer:
     def report(self) -> dict[str, object]:
         """A JSON-friendly view for `infos`: accepted commands as canonical text, rejections."""
         return {
-            "accepted": [command_text(c) for c in self.accepted],
+            "accepted": list(map(_command_text_cached, self.accepted)),
             "rejected": [{"line": r.line, "reason": r.reason} for r in self.rejected],
         }
 
@@ -43,6 +46,11 @@ class ParsedAnswer:
 def command_text(command: tuple) -> str:
     """Canonical text of a parsed command tuple such as ("setblock", 1, 2, 0, "stone")."""
     return "/" + " ".join(map(str, command))
+
+
+# Every step reports each accepted command as text, and accepted commands come from a small set
+# (coordinates inside the build area, blocks of the palette), so their texts are kept.
+_command_text_cached = functools.lru_cache(maxsize=8192)(command_text)
 
 
 def answer_body(text: str) -> str:
@@ -91,7 +99,9 @@ def commands_under_cap(
     """(line, tokens) of each command line while fewer than `max_commands` were accepted.
 
     The cap counts accepted commands only (the caller appends to `parsed.accepted` before the
-    next line is read); every line after it, and every empty command, is rejected here.
+    next line is read); every line after it, and every empty command, is rejected here. The
+    games' parsers inline this loop for speed; it stays as the plain statement they are tested
+    against.
     """
     for line in command_lines(text):
         if len(parsed.accepted) >= max_commands:

@@ -21,12 +21,7 @@ from typing import Any
 import numpy as np
 
 from collabzoo.rewards.breakdown import RewardBreakdown
-from collabzoo.rewards.commands import (
-    ParsedAnswer,
-    Rejection,
-    block_id,
-    commands_under_cap,
-)
+from collabzoo.rewards.commands import SMALL_INTS, ParsedAnswer, Rejection, command_lines
 
 AIR = "air"
 MAX_COMMANDS_PER_AGENT = 300
@@ -129,14 +124,27 @@ def parse_housebuild_answer(
     max_commands: int = MAX_COMMANDS_PER_AGENT,
 ) -> ParsedAnswer:
     """Read one agent's answer into accepted ("fill", x1, y1, z1, x2, y2, z2, block) and
-    ("kill",) commands, charging fills against `resource_limits` (None: no limits)."""
+    ("kill",) commands, charging fills against `resource_limits` (None: no limits).
+
+    The rules of `commands_under_cap` and `split_command`, inlined: answers are read once per
+    agent and turn, so this loop is most of a step's cost on long or messy answers.
+    """
     sx, sy, sz = house.size
     allowed = set(house.blocks)
+    allowed_text = ""  # the palette as shown in a rejection, written on the first one
     used: dict[str, int] = {}
     parsed = ParsedAnswer()
     accepted, rejected = parsed.accepted, parsed.rejected
-    for line, tokens in commands_under_cap(text, parsed, max_commands):
-        name = tokens[0]
+    small = SMALL_INTS.get
+    for line in command_lines(text):
+        if len(accepted) >= max_commands:
+            rejected.append(Rejection(line, f"over the cap of {max_commands} commands per agent"))
+            continue
+        tokens = line[1:].split() if line[0] == "/" else line.split()
+        if not tokens:
+            rejected.append(Rejection(line, "empty command"))
+            continue
+        name = tokens[0].lower()
         if name == "kill":
             accepted.append(("kill",))
             continue
@@ -150,15 +158,22 @@ def parse_housebuild_answer(
                 Rejection(line, "expected exactly /fill x1 y1 z1 x2 y2 z2 block (no fill mode)")
             )
             continue
-        try:
-            x1, y1, z1, x2, y2, z2 = map(int, tokens[1:7])  # int() refuses ~ and ^ as well
-        except ValueError:
-            rejected.append(Rejection(line, "coordinates must be absolute integers (no ~ or ^)"))
-            continue
-        block = block_id(tokens[7])
+        x1, y1, z1, x2, y2, z2 = numbers = list(map(small, tokens[1:7]))
+        if None in numbers:
+            try:
+                x1, y1, z1, x2, y2, z2 = map(int, tokens[1:7])  # int() refuses ~ and ^ as well
+            except ValueError:
+                rejected.append(
+                    Rejection(line, "coordinates must be absolute integers (no ~ or ^)")
+                )
+                continue
+        block = tokens[7]
+        if block.startswith("minecraft:"):
+            block = block[10:]
         if block not in allowed:
+            allowed_text = allowed_text or str(sorted(allowed))
             rejected.append(
-                Rejection(line, f"block {block!r} is not in the palette {sorted(allowed)}")
+                Rejection(line, f"block {block!r} is not in the palette {allowed_text}")
             )
             continue
         if not (

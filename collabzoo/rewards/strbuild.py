@@ -14,12 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from collabzoo.rewards.breakdown import RewardBreakdown
-from collabzoo.rewards.commands import (
-    ParsedAnswer,
-    Rejection,
-    block_id,
-    commands_under_cap,
-)
+from collabzoo.rewards.commands import SMALL_INTS, ParsedAnswer, Rejection, command_lines
 
 AIR = "air"
 # Agent 1 then agent 2; air is always allowed besides (it clears a cell).
@@ -96,28 +91,49 @@ def parse_strbuild_answer(
     palette: Sequence[str],
     max_commands: int = MAX_COMMANDS_PER_AGENT,
 ) -> ParsedAnswer:
-    """Read one agent's answer into accepted ("setblock", x, y, 0, block) commands."""
-    allowed = set(palette) | {AIR}
+    """Read one agent's answer into accepted ("setblock", x, y, 0, block) commands.
+
+    The rules of `commands_under_cap` and `split_command`, inlined: answers are read once per
+    agent and turn, so this loop is most of a step's cost on long or messy answers.
+    """
+    allowed = {*palette, AIR}
+    allowed_text = ""  # the palette as shown in a rejection, written on the first one
     parsed = ParsedAnswer()
     accepted, rejected = parsed.accepted, parsed.rejected
-    for line, tokens in commands_under_cap(text, parsed, max_commands):
-        if tokens[0] != "setblock":
+    small = SMALL_INTS.get
+    for line in command_lines(text):
+        if len(accepted) >= max_commands:
+            rejected.append(Rejection(line, f"over the cap of {max_commands} commands per agent"))
+            continue
+        tokens = line[1:].split() if line[0] == "/" else line.split()
+        if not tokens:
+            rejected.append(Rejection(line, "empty command"))
+            continue
+        name = tokens[0].lower()
+        if name != "setblock":
             rejected.append(
-                Rejection(line, f"unknown command {tokens[0]!r}: StrBuild accepts only /setblock")
+                Rejection(line, f"unknown command {name!r}: StrBuild accepts only /setblock")
             )
             continue
         if len(tokens) < 5:
             rejected.append(Rejection(line, "expected /setblock x y z block"))
             continue
-        try:
-            x, y, z = map(int, tokens[1:4])  # int() refuses ~ and ^ as well
-        except ValueError:
-            rejected.append(Rejection(line, "coordinates must be absolute integers (no ~ or ^)"))
-            continue
-        block = block_id(tokens[4])
+        x, y, z = small(tokens[1]), small(tokens[2]), small(tokens[3])
+        if x is None or y is None or z is None:
+            try:
+                x, y, z = int(tokens[1]), int(tokens[2]), int(tokens[3])  # refuses ~ and ^
+            except ValueError:
+                rejected.append(
+                    Rejection(line, "coordinates must be absolute integers (no ~ or ^)")
+                )
+                continue
+        block = tokens[4]
+        if block.startswith("minecraft:"):
+            block = block[10:]
         if block not in allowed:
+            allowed_text = allowed_text or str(sorted(allowed))
             rejected.append(
-                Rejection(line, f"block {block!r} is not in this agent's palette {sorted(allowed)}")
+                Rejection(line, f"block {block!r} is not in this agent's palette {allowed_text}")
             )
             continue
         if not (0 <= x < width and 0 <= y < height and z == 0):
@@ -160,30 +176,36 @@ def score_world(
     world: StrBuildWorld,
     palettes: Sequence[Sequence[str]] = REFERENCE_PALETTES,
 ) -> RewardBreakdown:
-    """The reference StrBuild score of a built plane, with its parts and metrics."""
+    """The reference StrBuild score of a built plane, with its parts and metrics.
+
+    Only the filled cells are visited (a messy or sparse build fills few of the plane's).
+    """
     cells = target.cells
     blocks, w, h = world.blocks, world.width, world.height
-    filled = [b != AIR for b in blocks]
-    covered = sum(1 for i in cells if filled[i])
-    extra = sum(filled) - covered
+    filled = [i for i, b in enumerate(blocks) if b != AIR]
+    covered = len(cells.intersection(filled))
+    extra = len(filled) - covered
     background = w * h - len(cells)
     coverage = covered / len(cells)
     extra_ratio = extra / background if background else 0.0
 
-    textures = [texture(b) if f else None for b, f in zip(blocks, filled, strict=True)]
+    present = {blocks[i] for i in filled}
+    texture_of = {b: texture(b) for b in present}
+    textures = {i: texture_of[blocks[i]] for i in filled}
     pairs = same = 0
-    for i, tex in enumerate(textures):
-        if tex is None:
-            continue
-        if i % w != w - 1 and textures[i + 1] is not None:
+    last_column = w - 1
+    for i, tex in textures.items():
+        if i % w != last_column:
+            right = textures.get(i + 1)
+            if right is not None:
+                pairs += 1
+                same += right == tex
+        above = textures.get(i + w)  # None past the top row too: those cells are not in the dict
+        if above is not None:
             pairs += 1
-            same += textures[i + 1] == tex
-        if i + w < w * h and textures[i + w] is not None:
-            pairs += 1
-            same += textures[i + w] == tex
+            same += above == tex
     adjacency = same / pairs if pairs else 0.0
 
-    present = {b for b, f in zip(blocks, filled, strict=True) if f}
     missing = sum(1 for p in palettes if not {b for b in p if b != AIR} <= present)
 
     components = {
