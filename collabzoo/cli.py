@@ -1,8 +1,9 @@
 """The `collabzoo` command line: list the environments, play one by hand, run the scripted demo.
 
     collabzoo list [--json]
-    collabzoo play ENV [--seed N] [--task ID_OR_INDEX] [--split train|eval]
+    collabzoo play ENV [--seed N] [--task ID_OR_INDEX] [--split train|eval|all]
                        [--partner oracle|naive] [--seat AGENT] [--env-arg KEY=VALUE ...]
+    collabzoo serve ENV [--host H] [--port N] [--env-arg KEY=VALUE ...]   (OpenEnv server)
     collabzoo demo [--episodes-per-task N] [--json PATH] [--envs strbuild,housebuild]
     collabzoo bench --env ENV|all|embedded --team SPEC [--protocol P] ...   (collabzoo.bench)
     collabzoo leaderboard DIR [--format markdown|csv|json] [--plot PNG]
@@ -26,11 +27,12 @@ from typing import Any, TextIO
 from collabzoo import __version__
 from collabzoo.bench.command import BenchUsageError, add_commands, json_object_option
 from collabzoo.envs import entries, make, resolve
+from collabzoo.envs.hub import DatasetUnavailable
+from collabzoo.envs.records import REFERENCE_SPLITS, SPLITS
 from collabzoo.envs.scripted_teams import TEAMS, scripted_team
 
 PROG = "collabzoo"
 TEAM_KINDS = tuple(TEAMS)
-SPLITS = ("train", "eval")
 DEMO_METRICS = {
     "strbuild": ("iou", "adjacency", "coverage"),
     "housebuild": ("iou", "hp", "match"),
@@ -74,6 +76,8 @@ def _checked(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     (whose messages say what was expected) become a UsageError."""
     try:
         return call(*args, **kwargs)
+    except DatasetUnavailable as error:  # offline without a local copy: say which one to pass
+        raise UsageError(f"{error.title}: {error.hint('--env-arg data=PATH')}") from None
     except (ValueError, TypeError, KeyError, OSError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         raise UsageError(str(message)) from None
@@ -325,7 +329,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for kind in [k for k in TEAM_KINDS if game in TEAMS[k]]:
             team = scripted_team(game, kind)
             played = 0
-            for split in SPLITS:
+            for split in REFERENCE_SPLITS:
                 items = env.items(split)
                 split_records = []
                 for k in range(args.episodes_per_task):
@@ -403,6 +407,33 @@ def cmd_demo(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot write {args.json}: {error}") from None
         print(f"results written to {args.json}", file=sys.stderr)
     return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from collabzoo.integrations.openenv import make_app, run_server
+    except ImportError as error:
+        raise UsageError(
+            f'collabzoo serve needs openenv-core ({error}); pip install "collabzoo[interop]"'
+        ) from None
+    if not 0 <= args.port < 65536:
+        raise UsageError(f"--port must be 0..65535, got {args.port}")
+    if args.max_sessions < 1:
+        raise UsageError(f"--max-sessions must be at least 1, got {args.max_sessions}")
+    app = _checked(
+        make_app,
+        args.env,
+        _parse_env_args(args.env_arg),
+        max_sessions=args.max_sessions,
+        session_timeout_s=args.session_timeout or None,
+    )
+    print(
+        f"serving {app.state.collabzoo_env_id} over OpenEnv at http://{args.host}:{args.port} "
+        f"(WebSocket /ws; up to {args.max_sessions} sessions)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return _checked(run_server, app, host=args.host, port=args.port)
 
 
 # ----- the parser and main --------------------------------------------------------------------
@@ -632,6 +663,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     entry = _checked(resolve, args.env)
     env_kwargs = _parse_env_args(args.env_arg)
     probe = _checked(make, entry.id, **env_kwargs)
+    _checked(probe.items)  # the tasks load (or say what data to pass) before any model does
     agents = list(probe.possible_agents)
     fields = config_class.__dataclass_fields__
     settings = (
@@ -722,7 +754,9 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument(
         "--task", default=None, help="task id or index in the split (default: drawn by the seed)"
     )
-    play.add_argument("--split", choices=SPLITS, default=None, help="task split (default: train)")
+    play.add_argument(
+        "--split", choices=SPLITS, default=None, help="task split (default: train; all: every task)"
+    )
     play.add_argument(
         "--partner",
         choices=TEAM_KINDS,
@@ -893,6 +927,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="check: the container runtime (runsc: gVisor, if the daemon has it registered)",
     )
     sandbox.set_defaults(handler=cmd_sandbox)
+
+    serving = commands.add_parser(
+        "serve",
+        help="serve an environment over OpenEnv (HTTP/WebSocket reset, step, state)",
+        description="Serve ENV with openenv-core's server: each WebSocket session gets its own "
+        "copy of the env; the action is the joint action (one completion per agent), the "
+        "observation every agent's prompt, the rewards, infos and state(). Connect with "
+        "collabzoo.integrations.openenv.remote_env(URL), a PettingZoo ParallelEnv.",
+    )
+    serving.add_argument("env", metavar="ENV", help="env name or id, e.g. coophumaneval")
+    serving.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    serving.add_argument("--port", type=int, default=8000, help="port (8000)")
+    serving.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env constructor argument, repeatable; VALUE is read as JSON when it parses",
+    )
+    serving.add_argument("--max-sessions", type=int, default=256, help="concurrent sessions (256)")
+    serving.add_argument(
+        "--session-timeout",
+        type=float,
+        default=900.0,
+        help="seconds before an idle session is dropped (900; 0: never)",
+    )
+    serving.set_defaults(handler=cmd_serve)
 
     plot = commands.add_parser(
         "plot",
