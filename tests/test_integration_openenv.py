@@ -194,6 +194,7 @@ def test_bad_input_raises_the_error_the_env_raises_in_process(tinycoop_url: str)
         lambda env: env.step({"alpha": "1", "beta": "1"}),  # before any reset
         lambda env: env.reset(options={"task": 999}),
         lambda env: env.reset(options={"split": "nope"}),
+        lambda env: env.reset(seed=-1),
         lambda env: (env.reset(seed=0), env.step({"alpha": "1"})),
         lambda env: (env.reset(seed=0), env.step({"alpha": 1, "beta": "1"})),
         lambda env: (env.reset(seed=0), env.step({"alpha": "1", "beta": "1", "gamma": "1"})),

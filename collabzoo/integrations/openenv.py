@@ -32,6 +32,7 @@ from concurrent.futures import Future
 from typing import Any, ClassVar
 
 import numpy as np
+from gymnasium import error as gymnasium_error
 from gymnasium.spaces import Space, Text
 from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
@@ -51,8 +52,10 @@ IDLE_SESSIONS_KEPT = 64
 """Open sessions a client process keeps per server once their envs are dropped, to hold the
 next copies: a new session costs a connection and a server-side env, a kept one one message."""
 _ERROR_TYPES: dict[str, type[Exception]] = {
-    error.__name__: error for error in (ValueError, TypeError, KeyError, RuntimeError, IndexError)
+    error.__name__: error
+    for error in (ValueError, TypeError, KeyError, RuntimeError, IndexError, gymnasium_error.Error)
 }
+"""The env's input errors, which the server sends back by name and the client raises again."""
 
 
 class JointAction(Action):
@@ -433,11 +436,12 @@ class RemoteEnv(ParallelEnv):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        if seed is not None:
-            self._seeds = np.random.default_rng(seed)
-        else:
+        drawn = seed is None
+        if drawn:
             seed = int(self._seeds.integers(2**31 - 1))
-        team = self._call(self._client.reset(seed=int(seed), options=options))
+        team = self._call(self._client.reset(seed=seed, options=options))
+        if not drawn:  # the env took it (a bad seed raised the env's own error above)
+            self._seeds = np.random.default_rng(seed)
         self._started = True
         return team["observations"], team["infos"]
 
