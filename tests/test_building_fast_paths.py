@@ -205,14 +205,17 @@ def test_small_int_table_holds_what_int_reads() -> None:
 
 
 @pytest.fixture(scope="module")
-def benchmark():
+def env_steps_script():
+    """benchmarks/env_steps.py, for its messy answers (not named `benchmark`: pytest-benchmark,
+    which the interop extra's libraries install, owns a fixture of that name)."""
     return env_steps_benchmark()
 
 
 @pytest.fixture(scope="module")
-def messy(benchmark) -> dict[str, list]:
+def messy(env_steps_script) -> dict[str, list]:
     return {
-        game: benchmark.messy_cases(game, pairs=120, seed=3) for game in ("strbuild", "housebuild")
+        game: env_steps_script.messy_cases(game, pairs=120, seed=3)
+        for game in ("strbuild", "housebuild")
     }
 
 
