@@ -48,8 +48,8 @@ SAMPLE = {
     ),
     "StrBuild neighbours wrapping across rows": (
         "collabzoo/rewards/strbuild.py",
-        "if i % w != w - 1 and textures[i + 1] is not None:",
-        "if i + 1 < w * h and textures[i + 1] is not None:",
+        "if i % w != last_column:",
+        "if i + 1 < w * h:",
         ["tests/test_strbuild_rules.py"],
     ),
     "HouseBuild's allowance one block short": (
