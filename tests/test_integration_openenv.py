@@ -42,9 +42,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def served(env: str, env_kwargs: dict[str, Any] | None = None) -> Iterator[str]:
+def served(env: str, env_kwargs: dict[str, Any] | None = None, **options: Any) -> Iterator[str]:
     """A `make_app` server on a loopback port, on a thread of this process, for the block."""
-    app = make_app(env, env_kwargs)
+    app = make_app(env, env_kwargs, **options)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -219,6 +219,19 @@ def test_servers_refuse_bad_settings_before_serving() -> None:
         remote_env(f"http://127.0.0.1:{free_port()}", connect_timeout_s=2)
     with pytest.raises(ValueError, match="server's URL"):
         remote_env("127.0.0.1:8000")
+
+
+def test_a_full_server_says_how_to_make_room() -> None:
+    with served("tinycoop", max_sessions=2) as url:
+        first, second = remote_env(url), remote_env(url)
+        # the error message, or the close that follows it when that comes first
+        with pytest.raises(RemoteEnvError, match="--max-sessions"):
+            remote_env(url)
+        first.close()  # returns once the server has freed the session
+        third = remote_env(url)
+        third.reset(seed=0)
+        second.reset(seed=0)
+        assert third.step({"alpha": "1", "beta": "2"}) == second.step({"alpha": "1", "beta": "2"})
 
 
 def test_collabzoo_serve_command(tmp_path) -> None:

@@ -476,12 +476,11 @@ class RemoteEnv(ParallelEnv):
         return self._state
 
     def close(self) -> None:
-        """Release the session: kept open for this process's next copy while it is sound and
-        the process keeps fewer than IDLE_SESSIONS_KEPT, else ended."""
+        """End the session (the server frees its slot at once). An env dropped without
+        `close` (a rollout tree's spent branch) instead leaves its session open for this
+        process's next copy, while the process keeps fewer than IDLE_SESSIONS_KEPT."""
         if not self._closed:
             self._closed = True
-            if self._sound and self._loop.keep_idle(self.url, self._client):
-                return
             # the server may be gone already: then there is nothing left to release
             with contextlib.suppress(Exception):
                 self._loop.submit(_hang_up(self._client)).result(timeout=2 * self._timeouts[0])
@@ -549,7 +548,10 @@ class RemoteEnv(ParallelEnv):
             raise raised from None
         except Exception as error:  # the connection broke mid-call
             self._sound = False
-            raise RemoteEnvError(f"the session with {self.url} failed: {error!r}") from error
+            raise RemoteEnvError(
+                f"the session with {self.url} failed: {error!r}; the server closed it (it closes "
+                "new sessions at once when it is at capacity: see --max-sessions) or went down"
+            ) from error
         if isinstance(result, dict):  # state()
             return result
         team = result.observation
@@ -581,6 +583,12 @@ def _env_error(message: str) -> Exception:
     kind, sep, detail = text.partition(": ")
     if code.startswith("EXECUTION_ERROR") and sep and kind in _ERROR_TYPES:
         return _ERROR_TYPES[kind](detail)
+    if code.startswith("CAPACITY_REACHED"):
+        return RemoteEnvError(
+            f"{message}; start the server with a larger --max-sessions: a rollout tree holds a "
+            f"session per live branch (episodes x K), and each client keeps up to "
+            f"{IDLE_SESSIONS_KEPT} released ones for its next copies"
+        )
     return RemoteEnvError(message)
 
 
