@@ -14,6 +14,8 @@ Settings (the from-scratch ones: temperature 1, no top-k / top-p cut, learning r
   IPPO with its PPO defaults (4 epochs, clip 0.2, GAE lambda 0.95).
 
     python benchmarks/long_horizon.py [--seeds 0 1 2] [--learners cc iac] [--json out.json]
+        [--plot DIR]              # DIR/long_horizon.png and one DIR/long_horizon_<learner>.png each
+    python benchmarks/long_horizon.py --from-json out.json --plot DIR     # re-plot, no training
 
 Each (learner, seed) runs in its own process with one torch thread, `--workers` at a time.
 `tests/test_actor_critic.py` runs the same function for four learners and two seeds.
@@ -103,6 +105,73 @@ def table(curves: dict[str, list[list[float]]], every: int) -> str:
     return "\n".join(lines)
 
 
+LABELS = {
+    "mareinforce": "MA-REINFORCE (rloo)",
+    "magrpo": "MAGRPO",
+    "iac": "IAC",
+    "ippo": "IPPO",
+    "cc": "CC",
+}
+
+
+def plot(curves: dict[str, list[list[float]]], every: int, seeds: list[int], out: str) -> list[str]:
+    """The learning curves: every learner on one figure, then one figure per learner with the
+    others in grey. Each line is the mean over the seeds, its band the seeds' min to max."""
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(out, exist_ok=True)
+    colours = dict(
+        zip(LEARNERS, ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"), strict=True)
+    )
+
+    def draw(axes: Any, name: str, highlight: bool) -> None:
+        runs = curves[name]
+        steps = [every * i for i in range(len(runs[0]))]
+        points = list(zip(*runs, strict=True))
+        mean = [statistics.mean(p) for p in points]
+        colour = colours.get(name, "black") if highlight else "#b0b0b0"
+        axes.plot(steps, mean, color=colour, lw=2.2 if highlight else 1.2, label=LABELS[name])
+        if highlight:
+            low, high = [min(p) for p in points], [max(p) for p in points]
+            axes.fill_between(steps, low, high, color=colour, alpha=0.15, lw=0)
+
+    def finish(axes: Any, title: str) -> None:
+        axes.set_xlabel("environment steps")
+        axes.set_ylabel("eval mean return (32 episodes)")
+        axes.set_ylim(0, 1)
+        axes.set_title(title)
+        axes.grid(alpha=0.3)
+        axes.legend(loc="upper left", fontsize=8)
+
+    written = []
+    subtitle = f"TinyCoop H=4, sparse reward; mean of seeds {', '.join(map(str, seeds))}"
+    figure, axes = plt.subplots(figsize=(7, 4.2))
+    for name in curves:
+        draw(axes, name, True)
+    finish(axes, f"Every learner\n{subtitle}")
+    figure.tight_layout()
+    written.append(os.path.join(out, "long_horizon.png"))
+    figure.savefig(written[-1], dpi=110)
+    plt.close(figure)
+    for name in curves:
+        figure, axes = plt.subplots(figsize=(7, 4.2))
+        for other in curves:
+            if other != name:
+                draw(axes, other, False)
+        draw(axes, name, True)
+        finish(axes, f"{LABELS[name]} (band: min to max over the seeds)\n{subtitle}")
+        figure.tight_layout()
+        written.append(os.path.join(out, f"long_horizon_{name}.png"))
+        figure.savefig(written[-1], dpi=110)
+        plt.close(figure)
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--learners", nargs="+", choices=LEARNERS, default=list(LEARNERS))
@@ -111,18 +180,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=EVERY, help="env steps between evaluations")
     parser.add_argument("--workers", type=int, default=2, help="runs at a time")
     parser.add_argument("--json", help="also write the curves here")
+    parser.add_argument("--plot", metavar="DIR", help="draw the learning curves into DIR")
+    parser.add_argument("--from-json", metavar="FILE", help="plot curves saved by --json")
     args = parser.parse_args(argv)
-    jobs = [(n, s, args.budget, args.every) for n in args.learners for s in args.seeds]
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        results = list(pool.map(_run_in_child, jobs))
-    curves: dict[str, list[list[float]]] = {}
-    for (name, _, _, _), curve in zip(jobs, results, strict=True):
-        curves.setdefault(name, []).append(curve)
-    print(f"TinyCoop H=4, sparse reward, seeds {args.seeds}: eval mean return at env steps")
-    print(table(curves, args.every))
-    if args.json:
+    if args.from_json:
+        with open(args.from_json) as handle:
+            saved = json.load(handle)
+        curves, seeds, every = saved["curves"], saved["seeds"], saved["every"]
+    else:
+        seeds, every = args.seeds, args.every
+        jobs = [(n, s, args.budget, every) for n in args.learners for s in seeds]
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
+            results = list(pool.map(_run_in_child, jobs))
+        curves = {}
+        for (name, _, _, _), curve in zip(jobs, results, strict=True):
+            curves.setdefault(name, []).append(curve)
+    print(f"TinyCoop H=4, sparse reward, seeds {seeds}: eval mean return at env steps")
+    print(table(curves, every))
+    if args.json and not args.from_json:
         with open(args.json, "w") as handle:
-            json.dump({"seeds": args.seeds, "every": args.every, "curves": curves}, handle)
+            json.dump({"seeds": seeds, "every": every, "curves": curves}, handle)
+    if args.plot:
+        for path in plot(curves, every, seeds, args.plot):
+            print(f"wrote {path}")
     return 0
 
 

@@ -36,7 +36,7 @@ def test_envs_import_without_the_training_stack() -> None:
     assert result.returncode == 0, result.stderr
 
 
-PYTHON_SOURCES = ("collabzoo", "tests", "benchmarks")
+PYTHON_SOURCES = ("collabzoo", "collabzoo_verifiers", "tests", "benchmarks", "docs/hooks")
 
 
 def test_ruff_lint_and_format() -> None:

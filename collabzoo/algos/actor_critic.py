@@ -67,14 +67,18 @@ class ActorCriticConfig(LearnerConfig):
     """K samples per agent at the first turn, each the start of its own branch; later turns
     sample one per agent."""
     actor_learning_rate: float = 5.0e-6
+    """AdamW learning rate of every actor."""
     critic_learning_rate: float = 5.0e-6
+    """AdamW learning rate of every critic (its head, and its backbone when it has one)."""
     mini_batch_size: int | None = None
     """Samples per agent per optimizer step (per rank under torchrun); None: all of an
     update's samples at once."""
     value_loss_coef: float = 0.6
+    """c: weight of the critic's squared error in its loss."""
     value_clip_range: float | None = 0.2
     """Clip the critic's new value to old +- this in its loss (IPPO; IAC with a shared head)."""
     entropy_coef: float = 0.0
+    """beta: weight of the entropy bonus in the actor loss (0: no entropy gradient is computed)."""
     use_separate_critic: bool = True
     """A critic with its own backbone (see `critics`); False: a value head on the actor."""
     critic_devices: dict[str, str] | None = None

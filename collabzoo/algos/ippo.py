@@ -25,6 +25,7 @@ class IPPOConfig(ActorCriticConfig):
     clip_range: float | None = 0.2
     """eps of the ratio clipping; None: no clipping."""
     gae_lambda: float = 0.95
+    """lambda of GAE: 0 gives TD(0) advantages, 1 Monte-Carlo returns minus V."""
 
     def __post_init__(self) -> None:
         if self.ppo_epochs < 1:

@@ -69,16 +69,26 @@ class LearnerConfig:
     early_termination_threshold: float | None = None
     """A node whose children's mean reward exceeds this is not expanded further."""
     advantage_normalization: bool = True
+    """Scale advantages by their spread: each node's K siblings by their std (the tree
+    learners), each agent's advantages z-scored over the update (the actor-critic learners)."""
     weight_decay: float = 0.0
+    """AdamW's decoupled weight decay."""
     adam_beta1: float = 0.9
+    """AdamW's beta1."""
     adam_beta2: float = 0.999
+    """AdamW's beta2."""
     adam_epsilon: float = 1e-8
+    """AdamW's epsilon."""
     max_grad_norm: float = 1.0
     """Each policy's (and critic's) own gradient norm is clipped to this."""
     max_new_tokens: int = 256
+    """Tokens generated per completion at most."""
     temperature: float = 0.6
+    """Sampling temperature; every loss scores under the same distribution."""
     top_p: float = 0.6
+    """Nucleus sampling: keep the smallest set of tokens whose probability reaches this."""
     top_k: int | None = 50
+    """Keep the k most likely tokens before top-p; None: no cut."""
     do_sample: bool = True
     """Must stay True for training: greedy decoding has no log-probability to follow."""
     chat_template_kwargs: dict[str, Any] | None = None
@@ -91,6 +101,7 @@ class LearnerConfig:
     reward_normalization: bool = False
     """Standardise rewards with running statistics."""
     reward_norm_eps: float = 1e-8
+    """Added to the running std when `reward_normalization` divides by it."""
     logprob_batch_size: int = 16
     """Sequences per forward pass in the loss (bounds memory)."""
     device: str | None = "auto"
@@ -133,19 +144,25 @@ class LearnerConfig:
     """The Ray cluster of env_executor="ray": None starts (or joins) a local one, "auto" the
     running cluster, "ray://host:port" a remote one."""
     logging_steps: int = 1
+    """Write metrics.jsonl (and TensorBoard) every this many updates."""
     save_steps: int = 50
     """Checkpoint every this many updates (and at the end); 0: only at the end."""
     save_total_limit: int = 2
+    """Checkpoints kept in output_dir; older ones are deleted."""
     eval_interval: int = 0
     """Evaluate every this many updates; 0: never during training."""
     eval_num_samples: int = 8
     """Episodes per evaluation."""
     tensorboard: bool = True
+    """Write TensorBoard event files beside metrics.jsonl."""
     wandb: dict[str, Any] | None = None
+    """Log to Weights & Biases too: keyword arguments of `wandb.init` (project, name, ...)."""
     progress: bool = True
+    """Show a progress bar on stderr."""
     resume: bool = False
     """Continue from the latest checkpoint in output_dir."""
     extra: dict[str, Any] = field(default_factory=dict)
+    """Settings of your own, kept with the config; collabzoo's learners read none of them."""
 
     def sampling(self) -> Sampling:
         """The sampling distribution of rollouts, which every loss also scores under."""

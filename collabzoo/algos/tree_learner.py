@@ -36,12 +36,14 @@ class TreeLearnerConfig(LearnerConfig):
     joint_mode: str = "aligned"
     """'aligned' (K joint actions per node) or 'cross' (K^N)."""
     agent_learning_rate: float = 5.0e-6
+    """AdamW learning rate of every policy (each has its own optimizer)."""
     advantage_std: str = "population"
     """The group std that normalises advantages: 'population' clamped at 1e-6 (the
     reference's), or 'unbiased' + 1e-8 (collabzoo before 0.2)."""
     reference_kl_enabled: bool = False
     """Add a k3 KL penalty to a frozen reference policy (the LoRA base when there is one)."""
     reference_kl_coef: float = 0.1
+    """beta of the KL penalty when `reference_kl_enabled`."""
 
 
 class TreeLearner(Learner):

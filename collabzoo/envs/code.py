@@ -69,8 +69,8 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
         sandbox: where tests run (an object with `run_many`, e.g. `collabzoo.sandbox.
             get_sandbox("process")`); default: `collabzoo.sandbox.default_sandbox()`, made
             when a test first has to run. Copies of the env share it.
-        test_timeout: seconds per test (reference: 10); after `max_timeouts` timed-out tests
-            (reference: 3) the rest count as failed.
+        test_timeout: seconds per test (reference: 10).
+        max_timeouts: after this many timed-out tests (reference: 3) the rest count as failed.
         feedback_tests: how many of the first tests the level feedback reports (reference: 1;
             None: all).
         aux_ignored_rule: the -0.5 rule: "reference" (its narrow pattern), "statement" (any
@@ -80,6 +80,8 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
         splits: {"train": (start, stop), "eval": (start, stop)} slices of the dataset's
             records; default: the reference slices of the task. Split "all" is always every
             record.
+        render_mode: "ansi" makes `render()` return a text picture of the episode so far;
+            None (default) leaves rendering off.
     """
 
     metadata: ClassVar[dict[str, Any]] = {

@@ -95,6 +95,8 @@ class HouseBuildEnv(TextCollabEnv[rules.House]):
         resources: per-agent block allowances, ceil(c/2) + floor(c/4) (reference: on).
         spiders: three spiders attack unless someone answers /kill (reference: on).
         max_commands: accepted commands per agent per turn (reference: 300).
+        render_mode: "ansi" makes `render()` return a text picture of the episode so far;
+            None (default) leaves rendering off.
     """
 
     metadata: ClassVar[dict[str, Any]] = {

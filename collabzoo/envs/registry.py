@@ -104,3 +104,4 @@ def make(name: str, **kwargs: Any) -> ParallelEnv:
 
 
 pettingzoo_make = make
+"""`make` under the name PettingZoo users look for: `collabzoo.pettingzoo_make("strbuild")`."""

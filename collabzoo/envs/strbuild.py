@@ -103,6 +103,8 @@ class StrBuildEnv(TextCollabEnv[StrBuildTask]):
         horizon: turns per episode (reference: 4).
         palettes: each agent's blocks, in play order (reference: wood/stone, concrete/obsidian).
         max_commands: accepted commands per agent per turn (reference: 150).
+        render_mode: "ansi" makes `render()` return a text picture of the episode so far;
+            None (default) leaves rendering off.
     """
 
     metadata: ClassVar[dict[str, Any]] = {

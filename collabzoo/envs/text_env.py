@@ -25,6 +25,7 @@ from collabzoo.rewards import RewardBreakdown
 
 Item = TypeVar("Item")
 MEMORY_MODES = ("full", "last", "none")
+"""How much of its own history an agent sees: every turn, the last one, or only the new prompt."""
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,8 @@ class TinyCoopEnv(TextCollabEnv[int]):
         horizon: turns per episode (default 1).
         sparse: pay 0.0 on every turn but the last, which pays the fraction of turns won
             (for credit-assignment experiments); default False (each turn pays its own win).
+        render_mode: "ansi" makes `render()` return a text picture of the episode so far;
+            None (default) leaves rendering off.
     """
 
     metadata: ClassVar[dict[str, Any]] = {

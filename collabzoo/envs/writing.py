@@ -109,6 +109,8 @@ class WritingEnv(TextCollabEnv[WritingItem]):
             marker `[PARAGRAPH_SPLIT]` (the reference single-model baseline).
         transitions: "substring" (reference: phrases match inside words) or "words".
         vocabulary_stopwords: True (reference) counts stopwords in the unique-word ratio.
+        render_mode: "ansi" makes `render()` return a text picture of the episode so far;
+            None (default) leaves rendering off.
     """
 
     metadata: ClassVar[dict[str, Any]] = {

@@ -1,0 +1,465 @@
+"""MkDocs hook: an env card per registered environment, and the catalogue, at every build.
+
+Everything on a card is read from the code when the site is built: the registry entry, the
+env class (agents, spaces, horizon, constructor arguments from its signature and docstring), the
+scoring module the env imports (its rules and constants), the published rows of the bench, and
+an example episode played on the spot by the package's scripted team. A newly registered env
+therefore gets a card with no edit here, and a card cannot describe rules the code no longer has.
+
+The code tasks' data comes from COLLABZOO_SHARED_DATA (or `shared/data` beside the checkout,
+as for the tests), else from the Hugging Face hub; without either, their cards say so in place
+of the example episode. Their example programs are the dataset's own reference solutions or a
+trivial placeholder, so they run on the process sandbox and the build needs no Docker.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import re
+import textwrap
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+from collabzoo.bench.published import MODELS, PUBLISHED, SOURCE
+from collabzoo.bench.teams import NoScriptedTeam, scripted_policy
+from collabzoo.envs import entries
+from collabzoo.envs.code import CodeEnv
+from collabzoo.envs.records import SPLITS
+from collabzoo.envs.registry import EnvEntry
+
+log = logging.getLogger("mkdocs.hooks.env_cards")
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+CARDS_DIR = "envs"
+CATALOGUE_MARKER = "<!-- env-catalogue -->"
+EXAMPLE_TEAMS = ("oracle", "heuristic")
+"""The scripted teams tried for the example episode, best first."""
+EXAMPLE = {"seed": 0, "split": "eval", "task": 0}
+
+
+# ----- where a card's data comes from ---------------------------------------------------------
+def shared_data_dir() -> Path:
+    """The reference data folder the tests use: COLLABZOO_SHARED_DATA, else `shared/data` beside
+    the checkout."""
+    configured = os.environ.get("COLLABZOO_SHARED_DATA")
+    return Path(configured) if configured else REPOSITORY.parent / "shared" / "data"
+
+
+def example_kwargs(entry: EnvEntry, env_class: type) -> tuple[dict[str, Any], str]:
+    """Constructor arguments for the card's env, and a sentence on the data it plays."""
+    kwargs: dict[str, Any] = {"render_mode": "ansi"}
+    parameters = inspect.signature(env_class).parameters
+    if "sandbox" in parameters:
+        from collabzoo.sandbox import get_sandbox
+
+        kwargs["sandbox"] = _process_sandbox(get_sandbox)
+    local_file = getattr(env_class, "local_file", "")
+    if local_file:
+        path = shared_data_dir() / entry.short_name / local_file
+        if path.exists():
+            kwargs["data"] = str(path)
+            return kwargs, f"a local copy of `{env_class.hub_id}`, the hub dataset"
+        return kwargs, f"`{env_class.hub_id}` from the Hugging Face hub"
+    if getattr(env_class, "sample_file", ""):
+        kwargs["data"] = "sample"
+        return kwargs, "the embedded sample (offline; not the benchmark's texts)"
+    return kwargs, "the tasks that ship with the package"
+
+
+_sandboxes: dict[str, Any] = {}
+
+
+def _process_sandbox(get_sandbox: Callable[..., Any]) -> Any:
+    """One process-backend pool for every card: the only programs the cards run are reference
+    solutions and a placeholder, never a model's."""
+    if "process" not in _sandboxes:
+        _sandboxes["process"] = get_sandbox("process", size=1)
+    return _sandboxes["process"]
+
+
+# ----- the example episode --------------------------------------------------------------------
+@dataclass
+class Turn:
+    observations: dict[str, str]
+    actions: dict[str, str]
+    reward: float
+    components: dict[str, float]
+    metrics: dict[str, float]
+    parsed: dict[str, Any]
+    render: str | None
+
+
+@dataclass
+class Episode:
+    team: str
+    task_id: str
+    turns: list[Turn] = field(default_factory=list)
+
+
+def placeholder_code_team(env: Any) -> Callable[[Mapping[str, str]], dict[str, str]]:
+    """For code tasks without reference solutions: aux returns its argument and main returns
+    aux of its first parameter, which parses and calls aux but solves nothing, so the card
+    shows every reward level and the turn-2 feedback."""
+    import ast
+
+    def act(observations: Mapping[str, str]) -> dict[str, str]:
+        problem = env.item
+        tree = ast.parse(problem.prompt)
+        function = next(
+            node
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name == problem.entry_point
+        )
+        parameters = [a.arg for a in function.args.args] or ["x"]
+        main = (
+            f"def {problem.entry_point}({', '.join(parameters)}):\n    return aux({parameters[0]})"
+        )
+        return {"aux": "def aux(x):\n    return x", "main": main}
+
+    return act
+
+
+def example_team(entry: EnvEntry, env: Any) -> tuple[str, Callable[[Mapping[str, str]], Any]]:
+    """(label, team) for the example episode: the best scripted team the package has."""
+    for kind in EXAMPLE_TEAMS:
+        try:
+            policy = scripted_policy(kind, entry.short_name, env)
+        except NoScriptedTeam:
+            continue
+        return f"the scripted `{kind}` team", lambda obs, p=policy: {
+            a: p(o) for a, o in obs.items()
+        }
+    if isinstance(env, CodeEnv):
+        return (
+            "a placeholder team (the dataset publishes no reference solutions, so the package "
+            "has no scripted solver for it): `aux` returns its argument, `main` returns "
+            "`aux(first parameter)`",
+            placeholder_code_team(env),
+        )
+    raise LookupError(f"no scripted team plays {entry.id}: its card has no example episode")
+
+
+def play_example(entry: EnvEntry, env: Any) -> Episode:
+    label, team = example_team(entry, env)
+    observations, infos = env.reset(
+        seed=EXAMPLE["seed"], options={"split": EXAMPLE["split"], "task": EXAMPLE["task"]}
+    )
+    first = env.possible_agents[0]
+    episode = Episode(label, str(infos[first]["task_id"]))
+    while env.agents:
+        actions = team(observations)
+        shown = dict(observations)
+        observations, rewards, _, _, infos = env.step(actions)
+        info = infos[first]
+        episode.turns.append(
+            Turn(
+                shown,
+                dict(actions),
+                float(rewards[first]),
+                dict(info["reward_components"]),
+                dict(info["metrics"]),
+                {agent: infos[agent].get("parsed") for agent in actions},
+                env.render(),
+            )
+        )
+    return episode
+
+
+# ----- reading the code -----------------------------------------------------------------------
+def docstring_args(doc: str) -> dict[str, str]:
+    """The `Args:` section of a Google-style docstring: name -> description (one line)."""
+    lines = doc.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "Args:"), None)
+    if start is None:
+        return {}
+    base = len(lines[start]) - len(lines[start].lstrip())
+    described: dict[str, str] = {}
+    name = None
+    for line in lines[start + 1 :]:
+        depth = len(line) - len(line.lstrip())
+        if line.strip() and depth <= base:
+            break
+        match = re.match(r"\s*(\w+): ?(.*)", line)
+        if match and depth == base + 4:
+            name = match.group(1)
+            described[name] = match.group(2).strip()
+        elif name and line.strip():
+            described[name] += " " + line.strip()
+    return described
+
+
+def docstring_summary(doc: str) -> str:
+    """A docstring without its `Args:` section."""
+    return re.split(r"\n\s*Args:\s*\n", doc, maxsplit=1)[0].strip()
+
+
+def scoring_module(env_class: type) -> types.ModuleType | None:
+    """The `collabzoo.rewards` module the env's own module imports for its scoring."""
+    import sys
+
+    module = sys.modules[env_class.__module__]
+    found = {
+        value
+        for value in vars(module).values()
+        if isinstance(value, types.ModuleType)
+        and value.__name__.startswith("collabzoo.rewards.")
+        and value.__name__ not in ("collabzoo.rewards.breakdown", "collabzoo.rewards.commands")
+    }
+    return found.pop() if len(found) == 1 else None
+
+
+def module_constants(module: types.ModuleType) -> list[tuple[str, str]]:
+    """The scoring module's public constants with a plain value, as `repr` shows them."""
+    constants = []
+    for name, value in vars(module).items():
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
+            continue
+        if not isinstance(value, (int, float, str, tuple, frozenset, dict)):
+            continue  # paths, patterns and rule objects: their docstrings say what they hold
+        shown = repr(value)
+        if " at 0x" in shown or len(shown) > 240:
+            continue
+        constants.append((name, shown))
+    return constants
+
+
+# ----- writing markdown -----------------------------------------------------------------------
+def fenced(text: str, language: str = "text", indent: str = "") -> str:
+    """`text` in a code fence longer than any backtick run inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = "\n".join(f"{indent}{line}" if line else "" for line in text.splitlines())
+    return f"{indent}{fence}{language}\n{body}\n{indent}{fence}"
+
+
+def cell(text: str) -> str:
+    """Text safe inside a markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def code_cell(text: str) -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return cell(f"{ticks}{pad}{text}{pad}{ticks}")
+
+
+def number(value: float) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def card_title(entry: EnvEntry) -> str:
+    return entry.name
+
+
+def card_path(entry: EnvEntry) -> str:
+    return f"{CARDS_DIR}/{entry.short_name}.md"
+
+
+def build_card(entry: EnvEntry) -> str:
+    env_class = entry.load()
+    doc = inspect.getdoc(env_class) or ""
+    described = docstring_args(doc)
+    kwargs, data_note = example_kwargs(entry, env_class)
+    env = env_class(**kwargs)
+    parts = [
+        f"# {card_title(entry)}",
+        f"`{entry.id}` · short name `{entry.short_name}` · "
+        f"`{env_class.__module__}.{env_class.__qualname__}`",
+        f"**{entry.description}**",
+        docstring_summary(doc),
+        fenced(
+            f'import collabzoo\n\nenv = collabzoo.make("{entry.short_name}")\n'
+            f'# or: pettingzoo.make("parallel", "{entry.id}")',
+            "python",
+        ),
+        "## At a glance",
+        glance_table(entry, env),
+        "## Arguments",
+        arguments_table(entry, env_class, described),
+    ]
+    module = scoring_module(env_class)
+    parts += ["## Reward"]
+    if module is None:
+        log.warning("%s: no collabzoo.rewards module found for its card", entry.id)
+    else:
+        parts += [
+            f"Scored by `{module.__name__}`. Every step pays the whole team one reward; "
+            "`infos[agent]['reward_components']` holds its signed parts (they add up to it) "
+            "and `infos[agent]['metrics']` the task's metrics.",
+            textwrap.dedent(inspect.getdoc(module) or ""),
+            "### Constants",
+            "| name | value |\n|---|---|\n"
+            + "\n".join(f"| `{n}` | {code_cell(v)} |" for n, v in module_constants(module)),
+        ]
+    parts += ["## Splits and data", splits_section(env, data_note)]
+    parts += ["## Published scores", published_section(entry)]
+    parts += ["## Example episode", episode_section(entry, env)]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def glance_table(entry: EnvEntry, env: Any) -> str:
+    agents = env.possible_agents
+    rows = [
+        ("Agents, in play order", ", ".join(f"`{a}`" for a in agents)),
+        ("Horizon", f"{env.horizon} turn(s) (`horizon=`)"),
+        ("Observation space", f"`{env.observation_space(agents[0])!r}`: the agent's prompt"),
+        ("Action space", f"`{env.action_space(agents[0])!r}`: one whole completion per turn"),
+        ("State", f"`env.state()`, `{env.state_space!r}`: every agent's observation, labelled"),
+        ("Team reward per turn", f"at most {number(float(env.max_reward))}"),
+        ("Render modes", ", ".join(f'`"{m}"`' for m in env.metadata["render_modes"])),
+        (
+            "Single-agent view",
+            f'`gymnasium.make("{entry.id.rpartition("-v")[0]}-single-v{entry.version}")`',
+        ),
+    ]
+    return "| property | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+def arguments_table(entry: EnvEntry, env_class: type, described: Mapping[str, str]) -> str:
+    rows = []
+    for name, parameter in inspect.signature(env_class).parameters.items():
+        meaning = described.get(name)
+        if meaning is None:
+            log.warning(
+                "%s: constructor argument %r is not described in %s's docstring (Args:)",
+                entry.id,
+                name,
+                env_class.__qualname__,
+            )
+            meaning = ""
+        default = "" if parameter.default is inspect.Parameter.empty else repr(parameter.default)
+        rows.append(f"| `{name}` | {code_cell(default) if default else ''} | {cell(meaning)} |")
+    return "| argument | default | meaning |\n|---|---|---|\n" + "\n".join(rows)
+
+
+def splits_section(env: Any, data_note: str) -> str:
+    rows = []
+    for split in SPLITS:
+        try:
+            items = env.items(split)
+        except Exception as error:
+            return (
+                f'!!! warning "Not loaded for this build"\n    The tasks could not be loaded '
+                f"here ({type(error).__name__}: {cell(str(error))[:300]}). Set "
+                "COLLABZOO_SHARED_DATA to a folder with the reference data, or build with the "
+                "Hugging Face hub in reach."
+            )
+        ids = []
+        for index in range(min(3, len(items))):
+            _, infos = env.reset(options={"split": split, "task": index})
+            ids.append(str(infos[env.possible_agents[0]]["task_id"]))
+        more = ", ..." if len(items) > len(ids) else ""
+        rows.append(f"| `{split}` | {len(items)} | {', '.join(f'`{i}`' for i in ids)}{more} |")
+    return (
+        f"This card's numbers come from {data_note}.\n\n"
+        "| split | tasks | first task ids |\n|---|---|---|\n" + "\n".join(rows)
+    )
+
+
+def published_section(entry: EnvEntry) -> str:
+    rows = PUBLISHED.get(entry.short_name)
+    if not rows:
+        return "No published rows for this task."
+    names = list(rows[0].scores)
+    header = "| method | protocol | Time (s) | Cost (tokens) | " + " | ".join(
+        f"{n} %" for n in names
+    )
+    lines = [header + " |", "|---|---|---:|---:|" + "---:|" * len(names)]
+    for row in rows:
+        scores = " | ".join(number(row.scores[n]) for n in names)
+        lines.append(f"| {row.method} | {row.protocol} | {row.time} | {row.cost:.0f} | {scores} |")
+    return (
+        f"From the {SOURCE}, on the benchmark data with {MODELS[entry.short_name]}. "
+        "`collabzoo leaderboard` prints them beside local rows.\n\n" + "\n".join(lines)
+    )
+
+
+def episode_section(entry: EnvEntry, env: Any) -> str:
+    try:
+        episode = play_example(entry, env)
+    except Exception as error:
+        return (
+            f'!!! warning "Not played for this build"\n    The example episode could not be '
+            f"played here ({type(error).__name__}: {cell(str(error))[:300]})."
+        )
+    lines = [
+        f"{episode.team.capitalize()}, on task `{episode.task_id}` of split "
+        f"`{EXAMPLE['split']}`, `reset(seed={EXAMPLE['seed']})`: each agent's observation "
+        "(click to open), its answer, and what the turn paid.",
+    ]
+    for number_, turn in enumerate(episode.turns, start=1):
+        lines.append(f"### Turn {number_}")
+        for agent, observation in turn.observations.items():
+            lines.append(
+                f'??? note "{agent}: observation"\n\n' + fenced(observation, indent="    ")
+            )
+            lines.append(f"**{agent} answers:**\n\n" + fenced(turn.actions[agent]))
+            if turn.parsed.get(agent) is not None:
+                parsed = json.dumps(turn.parsed[agent], indent=1, ensure_ascii=False)
+                lines.append(
+                    f"??? info \"{agent}: how its answer was read (`infos['{agent}']['parsed']`)\""
+                    "\n\n" + fenced(parsed, "json", indent="    ")
+                )
+        components = " | ".join(f"{number(v)}" for v in turn.components.values())
+        lines.append(
+            "| reward | "
+            + " | ".join(f"`{k}`" for k in turn.components)
+            + " |\n|---:|"
+            + "---:|" * len(turn.components)
+            + f"\n| **{number(turn.reward)}** | {components} |"
+        )
+        lines.append(
+            "Metrics: " + ", ".join(f"`{k}` = {number(float(v))}" for k, v in turn.metrics.items())
+        )
+        if turn.render:
+            lines.append(
+                f'??? abstract "render() after turn {number_}"\n\n'
+                + fenced(turn.render, indent="    ")
+            )
+    return "\n\n".join(lines)
+
+
+def catalogue() -> str:
+    """One row per registered env: the table of envs/index.md."""
+    rows = []
+    for entry in entries():
+        env_class = entry.load()
+        rows.append(
+            f"| [{card_title(entry)}]({entry.short_name}.md) | `{entry.id}` | "
+            f"{', '.join(f'`{a}`' for a in env_class.roles)} | {env_class.default_horizon} | "
+            f"{number(float(env_class.max_reward))} | {cell(entry.description)} |"
+        )
+    return (
+        "| env | id | agents, in play order | H | max reward per turn | what the team does |\n"
+        "|---|---|---|---:|---:|---|\n" + "\n".join(rows)
+    )
+
+
+# ----- the hooks ------------------------------------------------------------------------------
+def on_config(config: Any) -> Any:
+    """Put a card per registered env into the nav, after the Environments section's pages."""
+    for item in config["nav"] or []:
+        if isinstance(item, dict) and "Environments" in item:
+            item["Environments"] += [{card_title(e): card_path(e)} for e in entries()]
+    return config
+
+
+def on_files(files: Files, config: Any) -> Files:
+    for entry in entries():
+        files.append(File.generated(config, card_path(entry), content=build_card(entry)))
+    return files
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    if CATALOGUE_MARKER in markdown:
+        markdown = markdown.replace(CATALOGUE_MARKER, catalogue())
+    return markdown
