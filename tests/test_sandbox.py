@@ -6,6 +6,8 @@ import gzip
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -69,6 +71,29 @@ def test_humaneval_canonical_solutions_pass_and_mutants_fail(
     mutants = sandbox.run_many(canonical_jobs(humaneval, mutate=True))
     survived = [p["task_id"] for p, r in zip(humaneval, mutants, strict=True) if r.all_passed]
     assert not survived, f"mutated solutions that still pass: {survived}"
+
+
+def test_a_pool_closed_at_interpreter_exit_closes_every_worker(tmp_path: Path) -> None:
+    """The default sandbox is closed by an atexit hook, when concurrent.futures refuses new work:
+    the pool must still close every worker (the process backend's: its scratch folders go)."""
+    script = tmp_path / "exit.py"
+    script.write_text(
+        "import atexit\n"
+        "from collabzoo.sandbox import Job, get_sandbox\n"
+        "sandbox = get_sandbox('process', size=2)\n"
+        "jobs = [Job('def f(x):\\n    return x', ('assert candidate(1) == 1',), 'f')] * 2\n"
+        "assert [r.passed for r in sandbox.run_many(jobs)] == [(True,), (True,)]\n"
+        "print(*(w.scratch for w in list(sandbox._idle.queue) if w is not None))\n"
+        "atexit.register(sandbox.close)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    scratch = done.stdout.split()
+    assert len(scratch) == 2
+    assert "Exception ignored" not in done.stderr, done.stderr
+    assert not any(Path(folder).exists() for folder in scratch)
 
 
 def test_results_report_errors_output_and_fractions(docker_sandbox) -> None:

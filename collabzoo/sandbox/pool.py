@@ -237,11 +237,28 @@ class PooledSandbox(Sandbox):
             worker = self._idle.get_nowait()
             if worker is not None:
                 workers.append(worker)
-        if workers:  # all at once: a slow backend costs one wait, not one per worker
-            with ThreadPoolExecutor(max_workers=len(workers)) as closing:
-                list(closing.map(lambda w: w.close(), workers))
+        if workers:
+            _close_all(workers)
         self._release()
 
     def _release(self) -> None:
         """After the workers are closed: anything else the backend holds (e.g. containers whose
         start failed half-way)."""
+
+
+def _close_all(workers: list[Any]) -> None:
+    """Close the workers all at once, so a slow backend costs one wait rather than one per
+    worker; one by one where no thread pool may start, as in an `atexit` close (the default
+    sandbox's): concurrent.futures refuses new work once the interpreter begins to exit."""
+    closing = ThreadPoolExecutor(max_workers=len(workers))
+    futures = []
+    try:
+        for worker in workers:
+            futures.append(closing.submit(worker.close))
+    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
+        for worker in workers[len(futures) :]:
+            worker.close()
+    finally:
+        closing.shutdown(wait=True)
+    for future in futures:
+        future.result()
