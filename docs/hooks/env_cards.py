@@ -101,6 +101,8 @@ class Turn:
 class Episode:
     team: str
     task_id: str
+    language: str
+    """How the answers are highlighted: "python" for code tasks, else "text"."""
     turns: list[Turn] = field(default_factory=list)
 
 
@@ -153,7 +155,8 @@ def play_example(entry: EnvEntry, env: Any) -> Episode:
         seed=EXAMPLE["seed"], options={"split": EXAMPLE["split"], "task": EXAMPLE["task"]}
     )
     first = env.possible_agents[0]
-    episode = Episode(label, str(infos[first]["task_id"]))
+    language = "python" if isinstance(env, CodeEnv) else "text"
+    episode = Episode(label, str(infos[first]["task_id"]), language)
     while env.agents:
         actions = team(observations)
         shown = dict(observations)
@@ -270,6 +273,11 @@ def build_card(entry: EnvEntry) -> str:
     described = docstring_args(doc)
     kwargs, data_note = example_kwargs(entry, env_class)
     env = env_class(**kwargs)
+    episode: Episode | Exception
+    try:
+        episode = play_example(entry, env)
+    except Exception as error:  # shown on the card; the tests require an episode on every card
+        episode = error
     parts = [
         f"# {card_title(entry)}",
         f"`{entry.id}` · short name `{entry.short_name}` · "
@@ -296,13 +304,14 @@ def build_card(entry: EnvEntry) -> str:
             "`infos[agent]['reward_components']` holds its signed parts (they add up to it) "
             "and `infos[agent]['metrics']` the task's metrics.",
             textwrap.dedent(inspect.getdoc(module) or ""),
+            reward_parts(episode),
             "### Constants",
             "| name | value |\n|---|---|\n"
             + "\n".join(f"| `{n}` | {code_cell(v)} |" for n, v in module_constants(module)),
         ]
     parts += ["## Splits and data", splits_section(env, data_note)]
     parts += ["## Published scores", published_section(entry)]
-    parts += ["## Example episode", episode_section(entry, env)]
+    parts += ["## Example episode", episode_section(episode)]
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
@@ -314,7 +323,7 @@ def glance_table(entry: EnvEntry, env: Any) -> str:
         ("Observation space", f"`{env.observation_space(agents[0])!r}`: the agent's prompt"),
         ("Action space", f"`{env.action_space(agents[0])!r}`: one whole completion per turn"),
         ("State", f"`env.state()`, `{env.state_space!r}`: every agent's observation, labelled"),
-        ("Team reward per turn", f"at most {number(float(env.max_reward))}"),
+        ("Team reward per turn", f"at most {float(env.max_reward)!r}"),
         ("Render modes", ", ".join(f'`"{m}"`' for m in env.metadata["render_modes"])),
         (
             "Single-agent view",
@@ -383,13 +392,25 @@ def published_section(entry: EnvEntry) -> str:
     )
 
 
-def episode_section(entry: EnvEntry, env: Any) -> str:
-    try:
-        episode = play_example(entry, env)
-    except Exception as error:
+def reward_parts(episode: Episode | Exception) -> str:
+    """The names of the reward's parts and of the metrics, as the example episode reported."""
+    if isinstance(episode, Exception):
+        return ""
+    last = episode.turns[-1]
+    return (
+        "Reward components (`infos[agent]['reward_components']`): "
+        + ", ".join(f"`{name}`" for name in last.components)
+        + ". Metrics (`infos[agent]['metrics']`): "
+        + ", ".join(f"`{name}`" for name in last.metrics)
+        + "."
+    )
+
+
+def episode_section(episode: Episode | Exception) -> str:
+    if isinstance(episode, Exception):
         return (
             f'!!! warning "Not played for this build"\n    The example episode could not be '
-            f"played here ({type(error).__name__}: {cell(str(error))[:300]})."
+            f"played here ({type(episode).__name__}: {cell(str(episode))[:300]})."
         )
     lines = [
         f"{episode.team.capitalize()}, on task `{episode.task_id}` of split "
@@ -402,7 +423,11 @@ def episode_section(entry: EnvEntry, env: Any) -> str:
             lines.append(
                 f'??? note "{agent}: observation"\n\n' + fenced(observation, indent="    ")
             )
-            lines.append(f"**{agent} answers:**\n\n" + fenced(turn.actions[agent]))
+            answer = turn.actions[agent]
+            if number_ > 1 and answer == episode.turns[number_ - 2].actions[agent]:
+                lines.append(f"**{agent} answers** as at turn {number_ - 1}.")
+            else:
+                lines.append(f"**{agent} answers:**\n\n" + fenced(answer, episode.language))
             if turn.parsed.get(agent) is not None:
                 parsed = json.dumps(turn.parsed[agent], indent=1, ensure_ascii=False)
                 lines.append(
@@ -436,7 +461,7 @@ def catalogue() -> str:
         rows.append(
             f"| [{card_title(entry)}]({entry.short_name}.md) | `{entry.id}` | "
             f"{', '.join(f'`{a}`' for a in env_class.roles)} | {env_class.default_horizon} | "
-            f"{number(float(env_class.max_reward))} | {cell(entry.description)} |"
+            f"{float(env_class.max_reward)!r} | {cell(entry.description)} |"
         )
     return (
         "| env | id | agents, in play order | H | max reward per turn | what the team does |\n"
