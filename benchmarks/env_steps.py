@@ -3,7 +3,7 @@
 Two answer sets per game, precomputed so that only the env is timed:
 
 - oracle: StrBuild, the oracle team's answers; HouseBuild, an even mix of oracle and naive
-  answers (the set the README has always used).
+  answers (the set the Performance page has always used).
 - messy: `MESSY_PAIRS` answer pairs drawn from a seed, written the way LLMs write them: valid
   commands mixed with out-of-range coordinates, other builders' or made-up blocks, relative or
   comma-separated coordinates, unknown commands, prose, comments, list bullets, markdown fences
@@ -437,7 +437,7 @@ def bench_reference(game: str, cases: list[Case], checkout: Path, seconds: float
 
 # ----- the table ------------------------------------------------------------------------------
 def pin_to_one_core() -> str:
-    """Run on one core, as the README's figures are: the process's first allowed CPU."""
+    """Run on one core, as the Performance page's figures are: the process's first allowed CPU."""
     if not hasattr(os, "sched_setaffinity"):
         return "not pinned (no sched_setaffinity here)"
     cpu = min(os.sched_getaffinity(0))

@@ -230,7 +230,7 @@ EQUIVALENT_RULES: list[tuple[str, str, str]] = [
 ]
 """Survivors judged equivalent (no input can tell them from the original): operator names (a
 regex), a regex on the mutated line, and the reason. Each rule was read by hand against the
-survivors it covers; see the README."""
+survivors it covers; see docs/development.md."""
 
 
 def equivalent(operator: str, diff: str) -> str | None:

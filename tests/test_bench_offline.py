@@ -22,7 +22,7 @@ from tests.optional import require_module
 
 TEAMS = ["scripted:oracle", "scripted:heuristic", "scripted:naive"]
 WRITING_MAX = 2.98
-"""The heuristic writers' documented score on every sample item (README, scripted teams)."""
+"""The heuristic writers' documented score on every sample item (docs/envs/index.md)."""
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -93,7 +93,7 @@ def test_a_long_unknown_tag_is_quoted_cut() -> None:
 
 
 def test_a_hash_collision_attack_is_refused_but_a_few_collisions_are_not() -> None:
-    assert plain_data.MAX_SHARED_HASH == 64  # the README's bound
+    assert plain_data.MAX_SHARED_HASH == 64  # the sandbox guide's bound
     big = (1 << 61) - 1  # every multiple of it hashes to 0
     few = [{"i": hex(k * big)} for k in range(plain_data.MAX_SHARED_HASH)]
     assert len(plain_data.decode({"s": few})) == plain_data.MAX_SHARED_HASH
@@ -156,7 +156,7 @@ def test_errors_are_capped_and_unprintable_ones_still_described() -> None:
     assert plain_data.describe(Unprintable()) == "Unprintable: <unprintable>"
 
 
-# ----- the bounds, exactly where the README puts them, the same on both sides --------------------
+# ----- the bounds, where the sandbox guide puts them, the same on both sides -------------------
 def nested(kind: type, levels: int):
     """`levels` containers of `kind`, each inside the next."""
     value = kind()
@@ -222,7 +222,7 @@ SMALL = 1000
     ids=["flat list", "list of lists", "tuple", "dict"],
 )
 def test_elements_are_counted_the_same_on_both_sides(make, most: int, monkeypatch) -> None:
-    assert plain_data.MAX_ELEMENTS == 2_000_000  # the README's bound
+    assert plain_data.MAX_ELEMENTS == 2_000_000  # the sandbox guide's bound
     monkeypatch.setattr(plain_data, "MAX_ELEMENTS", SMALL)
     fits = make(most)
     message = json.loads(json.dumps(plain_data.encode(fits)))

@@ -28,7 +28,7 @@ from collabzoo.sandbox.docker import (
 from collabzoo.sandbox.probe import EXECUTOR_CAPABILITIES, PROBE_PROGRAM, isolation_report
 from tests.conftest import RUNTIMES, isolated_pool, require_docker
 
-MEMORY_MB, PIDS, CPUS, SCRATCH_MB = 512, 128, 1.0, 64  # the README's defaults
+MEMORY_MB, PIDS, CPUS, SCRATCH_MB = 512, 128, 1.0, 64  # the sandbox guide's defaults
 
 
 def pool_containers(sandbox: DockerSandbox) -> list[Any]:

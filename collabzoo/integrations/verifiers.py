@@ -21,7 +21,7 @@ Harness (the program that plays a seat). This module is all three, under the plu
   turns, which add up to it), `metric/<name>` and `final_reward` (the last turn's).
 
     env = load_environment("coophumaneval", sandbox="docker", models={"aux": "a", "main": "b"})
-    # verifiers' own evaluation, as vf-eval runs it (see the README for the whole example)
+    # verifiers' own evaluation, as vf-eval runs it (docs/guides/serving.md has the whole example)
     episodes = asyncio.run(run_eval(EvalConfig(env=env.config, client=..., push=False)))
 
 verifiers imports a plugin by its id as a top-level module: the package `collabzoo_verifiers`,
