@@ -125,6 +125,22 @@ def test_the_readme_is_a_front_page() -> None:
         assert (REPOSITORY / target).exists(), f"the README links to {target}, which is missing"
 
 
+def test_the_readmes_env_table_is_the_registry() -> None:
+    """Every registered env has a row, with its agents in play order and its horizon."""
+    text = README.read_text()
+    table = text.split("## Environments", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip("|").split("|")]
+        if line.startswith("| `"):
+            rows[cells[0]] = ([a.strip().strip("`") for a in cells[1].split(",")], int(cells[2]))
+    expected = {}
+    for entry in entries():
+        env = entry.load()()
+        expected[entry.short_name] = (list(env.possible_agents), env.horizon)
+    assert rows == expected
+
+
 # ----- the examples run ----------------------------------------------------------------------
 def example_workdir(tmp_path: Path) -> Path:
     """A working directory holding the reference data under the examples' file names."""
@@ -302,7 +318,9 @@ def test_every_registered_env_has_a_complete_card(site: Path) -> None:
         assert "Not loaded for this build" not in html, f"{entry.id}: its tasks did not load"
         for argument in inspect.signature(env_class).parameters:
             assert f"<code>{argument}</code>" in html, f"{entry.id}: argument {argument} missing"
-        for agent in env_class.roles:
+        agents = env_class().possible_agents  # some envs set their roles per instance
+        assert agents
+        for agent in agents:
             assert f"{agent}: observation" in html, f"{entry.id}: no observation of {agent}"
         index = (site / "envs" / "index.html").read_text()
         assert f'href="{entry.short_name}/"' in index, f"{entry.id} is not in the catalogue"

@@ -454,18 +454,19 @@ def episode_section(episode: Episode | Exception) -> str:
 
 
 def catalogue() -> str:
-    """One row per registered env: the table of envs/index.md."""
+    """One row per registered env: the table of envs/index.md. An env made with its defaults
+    gives the agents and horizon (some set their roles per instance); making one loads no data."""
     rows = []
     for entry in entries():
-        env_class = entry.load()
+        env = entry.load()()
         rows.append(
-            f"| [{card_title(entry)}]({entry.short_name}.md) | `{entry.id}` | "
-            f"{', '.join(f'`{a}`' for a in env_class.roles)} | {env_class.default_horizon} | "
-            f"{float(env_class.max_reward)!r} | {cell(entry.description)} |"
+            f"| [{card_title(entry)}]({entry.short_name}.md) | `{entry.short_name}` | "
+            f"{', '.join(f'`{a}`' for a in env.possible_agents)} | {env.horizon} | "
+            f"{float(env.max_reward)!r} | {cell(entry.description)} |"
         )
     return (
-        "| env | id | agents, in play order | H | max reward per turn | what the team does |\n"
-        "|---|---|---|---:|---:|---|\n" + "\n".join(rows)
+        "| env | short name | agents, in play order | H | max reward per turn | "
+        "what the team does |\n|---|---|---|---:|---:|---|\n" + "\n".join(rows)
     )
 
 
