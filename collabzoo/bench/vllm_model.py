@@ -23,6 +23,9 @@ from typing import Any
 from collabzoo.bench.hf_model import ADAPTER_CONFIG, HF_TOKENS, adapter_folder, assign_members
 from collabzoo.bench.models import Generation, ModelOptions, Sampling, TeamError
 
+MEMORY_SETTINGS = frozenset({"gpu_memory_utilization", "kv_cache_memory_bytes"})
+"""`vllm.LLM` settings that size the engine's memory: given one, the bench adds none."""
+
 
 class VLLMModel:
     """One engine (and, for a LoRA team, one adapter) as a team member."""
@@ -103,7 +106,10 @@ def _encoder(folder: str, options: ModelOptions) -> Any:
 
 
 def _engine(model: str, options: ModelOptions, *, lora_rank: int | None = None) -> Any:
+    import torch
     from vllm import LLM
+
+    from collabzoo.algos.vllm_generation import CPU_KV_CACHE_BYTES
 
     settings: dict[str, Any] = {
         "model": model,
@@ -111,9 +117,15 @@ def _engine(model: str, options: ModelOptions, *, lora_rank: int | None = None) 
         "seed": 0,
         "skip_tokenizer_init": True,  # prompts arrive as token ids, encoded by collabzoo
     }
+    chosen = options.vllm_kwargs or {}
+    if not torch.cuda.is_available() and not MEMORY_SETTINGS & chosen.keys():
+        # vLLM's CPU backend reserves gpu_memory_utilization (0.9) of the machine's memory and
+        # refuses to start when less is free (page cache counts against it in a container):
+        # an explicit KV cache, as the trainer's engines get, starts on a busy machine too.
+        settings["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
     if lora_rank is not None:
         settings.update(enable_lora=True, max_lora_rank=max(8, lora_rank), max_loras=4)
-    settings.update(options.vllm_kwargs or {})
+    settings.update(chosen)
     try:
         return LLM(**settings)
     except (OSError, ValueError, RuntimeError) as error:
