@@ -5,10 +5,14 @@ with the paper's columns, written to auditable results files.
     outcome = run_bench(BenchRun("strbuild", parse_team("scripted:oracle")), "results/")
     outcome.summary["IoU"]        # {"mean": 100.0, "ci95": [...], "n": 2}
 
+`episodes_dataset` turns results files into a Hugging Face dataset of prompts and completions
+(`collabzoo export`), the warm-start data of `collabzoo.algos.SupervisedTrainer`.
+
 Scripted and OpenAI-compatible teams need no torch; `hf:` teams load it when they are built.
 Nothing else in the package imports this subpackage.
 """
 
+from collabzoo.bench.export import ExportError, episodes_dataset, replayed_rewards
 from collabzoo.bench.leaderboard import find_results, plot_score_vs_cost, render_markdown
 from collabzoo.bench.models import (
     Generation,
@@ -35,6 +39,7 @@ __all__ = [
     "PROTOCOLS",
     "BenchError",
     "BenchRun",
+    "ExportError",
     "Generation",
     "Interrupted",
     "ModelOptions",
@@ -47,11 +52,13 @@ __all__ = [
     "Team",
     "TeamError",
     "count_pieces",
+    "episodes_dataset",
     "find_results",
     "make_protocol",
     "parse_team",
     "plot_score_vs_cost",
     "read_results",
     "render_markdown",
+    "replayed_rewards",
     "run_bench",
 ]

@@ -20,6 +20,7 @@ import math
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from collabzoo.bench.columns import COST, TIME, task_columns
@@ -388,8 +389,81 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
 
 # ----- the parsers --------------------------------------------------------------------------
+EXPORT_FORWARDED = {
+    "episodes": "--episodes",
+    "split": "--split",
+    "seed": "--seed",
+    "max_new_tokens": "--max-new-tokens",
+    "temperature": "--temperature",
+    "device": "--device",
+    "dtype": "--dtype",
+    "sandbox": "--sandbox",
+}
+"""`collabzoo export` options handed to the bench run that plays the team (same meaning)."""
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from collabzoo.bench.export import ExportError, episodes_dataset
+
+    output = Path(args.output)
+    if output.is_file() or (output.is_dir() and any(output.iterdir()) and not args.overwrite):
+        raise BenchUsageError(f"{output} exists and is not empty: pass --overwrite to replace it")
+    sources = list(args.sources)
+    if args.team:
+        if len(sources) != 1:
+            raise BenchUsageError(
+                f"with --team, name one env to play (got {len(sources)}: {' '.join(sources)})"
+            )
+        results = output / "results"
+        status = cmd_bench(_bench_arguments(args, sources[0], results))
+        if status != 0:
+            return status
+        sources = [str(results)]
+    elif args.episodes is not None or args.seed is not None or args.env_arg or args.greedy:
+        raise BenchUsageError("--episodes, --seed, --env-arg and --greedy need --team")
+    try:
+        dataset = episodes_dataset(sources)
+    except (ExportError, ResultsError) as error:
+        raise BenchUsageError(str(error)) from None
+    import datasets
+
+    datasets.disable_progress_bars()
+    for stale in ("state.json", "dataset_info.json", *(p.name for p in output.glob("*.arrow"))):
+        (output / stale).unlink(missing_ok=True)
+    dataset.save_to_disk(str(output))
+    agents = sorted(set(dataset["agent"]))
+    columns = (dataset[c] for c in ("env", "team", "split", "episode"))
+    episodes = set(zip(*columns, strict=True))
+    print(
+        f"{len(dataset)} rows ({', '.join(agents)}) of {len(episodes)} episodes in {output}: "
+        f"datasets.load_from_disk({str(output)!r})"
+    )
+    return 0
+
+
+def _bench_arguments(args: argparse.Namespace, env: str, results: Path) -> argparse.Namespace:
+    """The `collabzoo bench` run that plays an export's team into `results`."""
+    argv = ["bench", "--env", env, "--output", str(results), "--overwrite"]
+    for spec in args.team:
+        argv += ["--team", spec]
+    for name, flag in EXPORT_FORWARDED.items():
+        if getattr(args, name) is not None:
+            argv += [flag, str(getattr(args, name))]
+    for pair in args.env_arg:
+        argv += ["--env-arg", pair]
+    if args.greedy:
+        argv.append("--greedy")
+    if args.no_progress:
+        argv.append("--no-progress")
+    parser = argparse.ArgumentParser(prog="collabzoo")
+    add_commands(parser.add_subparsers())
+    bench_args = parser.parse_args(argv)
+    bench_args.argv = argv
+    return bench_args
+
+
 def add_commands(commands: Any) -> None:
-    """Add `bench`, `leaderboard` and `rescore` to the `collabzoo` subcommands."""
+    """Add `bench`, `leaderboard`, `rescore` and `export` to the `collabzoo` subcommands."""
     bench = commands.add_parser(
         "bench",
         help="benchmark a team on one or more envs into results files",
@@ -526,3 +600,32 @@ def add_commands(commands: Any) -> None:
     again.add_argument("files", nargs="+", metavar="FILE", help="results files")
     again.add_argument("--show", type=int, default=20, help="differences to print per file (20)")
     again.set_defaults(handler=cmd_rescore)
+
+    export = commands.add_parser(
+        "export",
+        help="write a team's episodes as a Hugging Face dataset (prompt, completion, reward)",
+        description="With --team: play the team on ENV (a `collabzoo bench` run, whose "
+        "results file is kept in OUTPUT/results) and write its episodes to OUTPUT. Without: "
+        "write the episodes of results files (or folders of them) to OUTPUT. Every episode is "
+        "replayed to write back its prompts and check its rewards. One row per agent and "
+        "turn; load it with datasets.load_from_disk(OUTPUT); TRL's SFTTrainer takes it as "
+        "it is.",
+    )
+    export.add_argument("sources", nargs="+", metavar="ENV|RESULTS", help="env, or results")
+    export.add_argument("-o", "--output", required=True, help="dataset folder")
+    export.add_argument(
+        "--team", action="append", default=[], metavar="SPEC", help="as for bench; repeatable"
+    )
+    export.add_argument("--episodes", type=int, default=None, help="(default: each task once)")
+    export.add_argument("--split", choices=BENCH_SPLITS, default="train", help="(train)")
+    export.add_argument("--seed", type=int, default=None, help="episode k: seed SEED+k (0)")
+    export.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
+    export.add_argument("--max-new-tokens", type=int, default=None)
+    export.add_argument("--temperature", type=float, default=None)
+    export.add_argument("--greedy", action="store_true")
+    export.add_argument("--device", default=None)
+    export.add_argument("--dtype", default=None)
+    export.add_argument("--sandbox", choices=("auto", "docker", "process"), default=None)
+    export.add_argument("--overwrite", action="store_true", help="replace OUTPUT")
+    export.add_argument("--no-progress", action="store_true")
+    export.set_defaults(handler=cmd_export)

@@ -94,14 +94,22 @@ class ScriptedModel:
         self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]
     ) -> list[Generation]:
         generations = []
-        for prompt in prompts:
+        for prompt, seed in zip(prompts, seeds, strict=True):
             roles = split_combined_prompt(prompt) if self.plays_every_role else {}
             if roles:
-                text = combined_answer({role: self.policy(obs) for role, obs in roles.items()})
+                text = combined_answer(
+                    {role: self._answer(obs, seed) for role, obs in roles.items()}
+                )
             else:
-                text = self.policy(prompt)
+                text = self._answer(prompt, seed)
             generations.append(Generation(text, count_pieces(text)))
         return generations
+
+    def _answer(self, observation: str, seed: int) -> str:
+        """A seeded policy (the noisy oracle) draws from the call's seed; others ignore it."""
+        if getattr(self.policy, "seeded", False):
+            return self.policy(observation, seed)
+        return self.policy(observation)
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "tokens": SCRIPTED_TOKENS}

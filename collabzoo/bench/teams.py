@@ -1,6 +1,8 @@
 """Teams: who answers for each agent, from a spec on the command line.
 
     scripted:KIND                     a scripted team of the package (oracle, naive, heuristic)
+    scripted:noisy, scripted:noisy:P  the building games' oracle with each answer line dropped
+                                      with probability P (0.3): an imperfect demonstrator
     hf:MODEL                          one Hugging Face model (hub id, local folder, or "tiny")
                                       for every agent, through the learners' LLMPolicy
     hf:CHECKPOINT                     a `collabzoo train` checkpoint: one folder per policy,
@@ -18,6 +20,7 @@ shared. In Python, `PolicyTeam` makes a team of any text policies (callables).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,12 +36,37 @@ from collabzoo.bench.models import (
     TeamError,
     TextModel,
 )
-from collabzoo.envs.scripted_teams import CODE_GAMES, TEAMS, code_oracle
+from collabzoo.envs.scripted_teams import (
+    CODE_GAMES,
+    NOISY_DROP,
+    TEAMS,
+    NoisyOracle,
+    code_oracle,
+)
 
 KINDS = ("scripted", "hf", "vllm", "openai")
 LOCAL_KINDS = ("hf", "vllm")
 """Kinds whose models load in this process, one team at a time."""
-SCRIPTED_KINDS = ("oracle", "naive", "heuristic")
+SCRIPTED_KINDS = ("oracle", "naive", "heuristic", "noisy")
+
+
+def scripted_kind(target: str) -> tuple[str, float | None]:
+    """(kind, drop probability) of a scripted target: "oracle", or "noisy" / "noisy:0.2"."""
+    kind, _, level = target.partition(":")
+    if kind not in SCRIPTED_KINDS or (level and kind != "noisy"):
+        raise TeamError(
+            f"unknown scripted team {target!r}; expected one of {', '.join(SCRIPTED_KINDS)} "
+            "(noisy takes a drop probability: noisy:0.2)"
+        )
+    if kind != "noisy":
+        return kind, None
+    try:
+        drop = float(level) if level else NOISY_DROP
+    except ValueError:
+        drop = math.nan
+    if not 0 <= drop < 1:
+        raise TeamError(f"scripted:{target}: the drop probability must be in [0, 1), got {level!r}")
+    return kind, drop
 
 
 class NoScriptedTeam(TeamError):
@@ -138,11 +166,11 @@ def parse_team(spec: str) -> TeamSpec:
             target = item
         if not target:
             raise TeamError(f"team {spec!r}: {kind}: needs a target after the colon")
-        if kind == "scripted" and target not in SCRIPTED_KINDS:
-            raise TeamError(
-                f"team {spec!r}: unknown scripted team {target!r}; expected one of "
-                f"{', '.join(SCRIPTED_KINDS)}"
-            )
+        if kind == "scripted":
+            try:
+                scripted_kind(target)
+            except TeamError as error:
+                raise TeamError(f"team {spec!r}: {error}") from None
         if kind == "openai":
             from collabzoo.bench.openai_model import parse_endpoint
 
@@ -233,10 +261,17 @@ def load_local_team(
     return load_hf_team(targets, agents, options)
 
 
-def scripted_policy(kind: str, game: str, env: Any) -> Callable[[str], str]:
+def scripted_policy(kind: str, game: str, env: Any) -> Callable[..., str]:
     """The package's scripted policy of `kind` for an env: the text policies of
-    `collabzoo.envs.scripted_teams`, and for the code tasks the oracle built from the env's
-    problems (it needs their reference solutions: HumanEval has them)."""
+    `collabzoo.envs.scripted_teams`, the noisy oracle of the building games ("noisy:P"), and for
+    the code tasks the oracle built from the env's problems (it needs their reference
+    solutions: HumanEval has them)."""
+    kind, drop = scripted_kind(kind)
+    if drop is not None:
+        try:
+            return NoisyOracle(game, drop)
+        except ValueError as error:
+            raise NoScriptedTeam(str(error)) from None
     if kind == "oracle" and game in CODE_GAMES:
         problems = list(env.items("all"))  # every problem, the ones in no reference slice too
         missing = [p.task_id for p in problems if not p.solution.strip()]
