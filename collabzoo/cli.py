@@ -8,6 +8,10 @@
     collabzoo bench --env ENV|all|embedded --team SPEC [--protocol P] ...   (collabzoo.bench)
     collabzoo leaderboard DIR [--format markdown|csv|json] [--plot PNG]
     collabzoo rescore FILE [FILE ...]     (replay a results file, check every reward)
+    collabzoo export ENV --team SPEC --episodes N -o DIR   (episodes as a datasets dataset)
+    collabzoo sft DATASET --model tiny|small|NAME --output DIR   (supervised warm start)
+    collabzoo train ALGO --env ENV --model tiny|NAME|WARM_START --output DIR
+    collabzoo plot RUN [RUN ...]
 
 Only the standard library and the environments are imported here: no torch, no transformers.
 User mistakes (an unknown env, a bad task, a bad constructor argument) end with one line
@@ -650,9 +654,130 @@ def _generation_settings(args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
+TINY, SMALL = "tiny", "small"
+
+
+def _team_models(
+    args: argparse.Namespace, agents: Sequence[str], dtype: str, texts: Any = None
+) -> tuple[Any, str]:
+    """The team `--model` and `--team` name (with `--max-prompt-tokens`), and how it is made: a
+    saved team folder (each agent's policy as it was saved; "saved"), or "tiny", "small" (its
+    tokenizer learnt from `texts`), a hub id or a model folder, as one model per agent
+    ("separate"), one for all ("shared") or one base with a LoRA adapter per agent ("lora")."""
+    models, team = _loaded_team(args, agents, dtype, texts)
+    if args.max_prompt_tokens is not None:
+        for policy in models.values() if isinstance(models, dict) else [models]:
+            policy.max_prompt_tokens = args.max_prompt_tokens
+    return models, team
+
+
+def _loaded_team(
+    args: argparse.Namespace, agents: Sequence[str], dtype: str, texts: Any
+) -> tuple[Any, str]:
+    from collabzoo.algos import LLMPolicy, load_causal_lm, lora_team
+    from collabzoo.algos.model_loading import load_saved_team, small_causal_lm
+
+    torch_dtype = None if dtype == "auto" else dtype  # load in the compute dtype: no detour
+    try:
+        saved = load_saved_team(args.model, agents, dtype=torch_dtype)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"cannot load the saved team {args.model!r}: {error}") from None
+    if saved is not None:
+        if args.team:
+            raise UsageError(
+                f"{args.model} is a saved team: its agents' policies load as they were saved; "
+                "drop --team"
+            )
+        return saved, "saved"
+    team = args.team or ("separate" if args.model in (TINY, SMALL) else "lora")
+
+    def load(seed: int) -> tuple[Any, Any]:
+        if args.model != SMALL:
+            return load_causal_lm(args.model, seed=seed, dtype=torch_dtype)
+        if texts is None:
+            raise UsageError(
+                "--model small learns its tokenizer from a dataset: warm start it with "
+                "`collabzoo sft DATASET --model small`, then train from that folder"
+            )
+        return small_causal_lm(texts, seed=seed)
+
+    try:
+        if team == "lora":
+            return lora_team(*load(0), agents), team
+        if team == "shared":
+            return LLMPolicy(*load(0)), team
+        return {a: LLMPolicy(*load(i)) for i, a in enumerate(agents)}, team
+    except OSError as error:
+        raise UsageError(f"cannot load model {args.model!r}: {error}") from None
+
+
+SFT_SMALL_DEFAULTS = {"learning_rate": 1e-3, "warmup_steps": 20, "lr_scheduler_type": "cosine"}
+"""`--model tiny` / `small` learn from scratch: a large step size, unless --set."""
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    try:
+        import datasets
+
+        from collabzoo.algos import SupervisedConfig, SupervisedTrainer
+    except ImportError as error:
+        raise UsageError(
+            f"a warm start needs the train extra ({error}): pip install 'collabzoo[train]'"
+        ) from None
+    try:
+        rows = datasets.load_from_disk(args.dataset)
+    except (FileNotFoundError, OSError, ValueError) as error:
+        raise UsageError(
+            f"cannot load the dataset {args.dataset!r} ({error}); `collabzoo export` writes one"
+        ) from None
+    if "agent" not in rows.column_names:
+        raise UsageError(
+            f"{args.dataset} has no agent column ({', '.join(rows.column_names)}): a warm start "
+            "reads episode datasets as `collabzoo export` writes them"
+        )
+    agents = sorted(set(rows["agent"]))
+    settings = dict(SFT_SMALL_DEFAULTS) if args.model in (TINY, SMALL) else {}
+    settings.update(_parse_env_args(args.set))
+    settings.update(output_dir=args.output)
+    try:
+        settings.update(_placement_settings(args, SupervisedConfig.__dataclass_fields__))
+        config = SupervisedConfig(**settings)
+    except TypeError as error:
+        known = ", ".join(sorted(SupervisedConfig.__dataclass_fields__))
+        raise UsageError(f"{error}; SupervisedConfig fields: {known}") from None
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    texts = [*rows["prompt"], *rows["completion"]] if args.model == SMALL else None
+    models, team = _team_models(args, agents, config.dtype, texts)
+    try:
+        trainer = SupervisedTrainer(models, rows, config)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    print(
+        f"warm start of {', '.join(agents)} on {len(rows)} rows of {args.dataset}: model "
+        f"{args.model} ({team}) -> {args.output}",
+        flush=True,
+    )
+    before = trainer.evaluate_loss()
+    last = trainer.train()
+    after = trainer.evaluate_loss()
+    saved = trainer.save(f"{args.output}/final")
+    for name in after:
+        print(f"{name}: token loss {_fmt(before[name])} -> {_fmt(after[name])}")
+    with open(f"{args.output}/summary.json", "w", encoding="utf-8") as f:
+        json.dump(
+            {"loss_before": before, "loss_after": after, "last": last, "saved": str(saved)},
+            f,
+            indent=2,
+            default=float,
+        )
+    print(f"the warm-started team: {saved} (collabzoo train ALGO --model {saved} ...)")
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     try:
-        from collabzoo.algos import LEARNERS, LLMPolicy, load_causal_lm, lora_team
+        from collabzoo.algos import LEARNERS
     except ImportError as error:
         raise UsageError(
             f"training needs the train extra ({error}): pip install 'collabzoo[train]'"
@@ -668,7 +793,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     fields = config_class.__dataclass_fields__
     settings = (
         {k: v for k, v in TINY_MODEL_DEFAULTS.items() if k in fields}
-        if args.model == "tiny"
+        if args.model in (TINY, SMALL)
         else {}
     )
     settings.update(_parse_env_args(args.set))
@@ -685,21 +810,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UsageError(f"{error}; {config_class.__name__} fields: {known}") from None
     except ValueError as error:
         raise UsageError(str(error)) from None
-    team = args.team or ("separate" if args.model == "tiny" else "lora")
-    dtype = settings.get("dtype", "auto")
-    dtype = None if dtype == "auto" else dtype  # load in the compute dtype: no float32 detour
-    try:
-        if team == "lora":
-            models: Any = lora_team(*load_causal_lm(args.model, dtype=dtype), agents)
-        elif team == "shared":
-            models = LLMPolicy(*load_causal_lm(args.model, dtype=dtype))
-        else:
-            models = {
-                a: LLMPolicy(*load_causal_lm(args.model, seed=i, dtype=dtype))
-                for i, a in enumerate(agents)
-            }
-    except OSError as error:
-        raise UsageError(f"cannot load model {args.model!r}: {error}") from None
+    models, team = _team_models(args, agents, settings.get("dtype", "auto"))
     try:
         trainer = trainer_class(lambda: make(entry.id, **env_kwargs), models, config)
     except (ValueError, ImportError) as error:  # settings the learner refuses, no vLLM, ...
@@ -729,6 +840,39 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     print(f"metrics: {args.output}/metrics.jsonl; policies: {saved}")
     return 0
+
+
+def _placement_arguments(parser: argparse.ArgumentParser) -> None:
+    """--device, --dtype, --agent-devices, --critic-devices, --gradient-checkpointing (read by
+    `_placement_settings`)."""
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="auto (CUDA when present), cpu, cuda or cuda:N; the same as bench --device",
+    )
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        help="compute dtype: auto (the checkpoint's), bfloat16, float16 or float32; "
+        "trainable weights stay float32",
+    )
+    parser.add_argument(
+        "--agent-devices",
+        default=None,
+        metavar="AGENT=DEVICE,...",
+        help="per-agent devices over --device, e.g. aux=cuda:0,main=cuda:1",
+    )
+    parser.add_argument(
+        "--critic-devices",
+        default=None,
+        metavar="CRITIC=DEVICE,...",
+        help="per-critic devices (actor-critic learners; 'team' for cc); default: the actor's",
+    )
+    parser.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute activations in backward: less memory, about a third more compute",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -832,34 +976,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="env constructor argument, repeatable",
     )
-    train.add_argument(
-        "--device",
-        default="auto",
-        help="auto (CUDA when present), cpu, cuda or cuda:N; the same as bench --device",
-    )
-    train.add_argument(
-        "--dtype",
-        default="auto",
-        help="compute dtype: auto (the checkpoint's), bfloat16, float16 or float32; "
-        "trainable weights stay float32",
-    )
-    train.add_argument(
-        "--agent-devices",
-        default=None,
-        metavar="AGENT=DEVICE,...",
-        help="per-agent devices over --device, e.g. aux=cuda:0,main=cuda:1",
-    )
-    train.add_argument(
-        "--critic-devices",
-        default=None,
-        metavar="CRITIC=DEVICE,...",
-        help="per-critic devices (actor-critic learners; 'team' for cc); default: the actor's",
-    )
-    train.add_argument(
-        "--gradient-checkpointing",
-        action="store_true",
-        help="recompute activations in backward: less memory, about a third more compute",
-    )
+    _placement_arguments(train)
     generation = train.add_argument_group("generation")
     generation.add_argument(
         "--generation",
@@ -892,9 +1009,53 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help="more settings of vllm.LLM, e.g. '{\"enforce_eager\": true}'",
     )
+    train.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=None,
+        help="prompt budget of every policy (1024); longer prompts keep their end",
+    )
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     train.add_argument("--eval-episodes", type=int, default=16, help="episodes of the final eval")
     train.set_defaults(handler=cmd_train)
+
+    sft = commands.add_parser(
+        "sft",
+        help="warm start a team by supervised fine-tuning on an episode dataset",
+        description="Fine-tune each agent's policy on its own rows of a dataset that "
+        "`collabzoo export` wrote (the completion's token loss given the prompt, encoded as "
+        "the learners encode it). The team is saved to OUTPUT/final, one folder per policy: "
+        "`collabzoo train ALGO --model OUTPUT/final` starts reinforcement from it.",
+    )
+    sft.add_argument("dataset", metavar="DATASET", help="a folder `collabzoo export` wrote")
+    sft.add_argument(
+        "--model",
+        default="tiny",
+        help="'tiny' (byte-level, from scratch), 'small' (a few million parameters with a BPE "
+        "tokenizer learnt from the dataset), a hub id or path, or a saved team folder",
+    )
+    sft.add_argument("--output", required=True, help="run directory")
+    sft.add_argument(
+        "--team",
+        choices=("separate", "shared", "lora"),
+        default=None,
+        help="as for train (default: separate for tiny and small, lora otherwise)",
+    )
+    sft.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a SupervisedConfig field, repeatable (e.g. --set max_steps=200)",
+    )
+    sft.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=None,
+        help="prompt budget of every policy (1024); longer prompts keep their end",
+    )
+    _placement_arguments(sft)
+    sft.set_defaults(handler=cmd_sft)
 
     sandbox = commands.add_parser(
         "sandbox",

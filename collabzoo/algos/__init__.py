@@ -1,7 +1,8 @@
 """Learners written only against the PettingZoo API, so they train on any ParallelEnv: with LLM
 policies on text observations and actions, with `MLPPolicy` on numeric ones (classic MARL
 environments). The Monte-Carlo learners MA-REINFORCE and MAGRPO, and the actor-critic learners
-IAC, IPPO and the centralized critic (CoLLM-CC).
+IAC, IPPO and the centralized critic (CoLLM-CC); and the supervised warm start that gives them a
+policy which already speaks a task (`SupervisedTrainer`, on datasets `collabzoo export` writes).
 
 Nothing here may import collabzoo.envs, collabzoo.rewards or collabzoo.sandbox: a learner sees a
 task only as a ParallelEnv, which is what lets it train on third-party environments too.
@@ -18,10 +19,17 @@ from collabzoo.algos.iac import IACConfig, IACTrainer
 from collabzoo.algos.ippo import IPPOConfig, IPPOTrainer
 from collabzoo.algos.magrpo import MAGRPOConfig, MAGRPOTrainer
 from collabzoo.algos.mlp_policy import MLPPolicy, mlp_team
-from collabzoo.algos.model_loading import load_causal_lm, lora_team, tiny_causal_lm
+from collabzoo.algos.model_loading import (
+    load_causal_lm,
+    load_saved_team,
+    lora_team,
+    small_causal_lm,
+    tiny_causal_lm,
+)
 from collabzoo.algos.policy import LLMPolicy
 from collabzoo.algos.reinforce import MAREINFORCEConfig, MAREINFORCETrainer
 from collabzoo.algos.sampling import Sampling
+from collabzoo.algos.supervised import SupervisedConfig, SupervisedTrainer
 
 LEARNERS = {
     "magrpo": (MAGRPOConfig, MAGRPOTrainer),
@@ -49,8 +57,12 @@ __all__ = [
     "MAREINFORCETrainer",
     "MLPPolicy",
     "Sampling",
+    "SupervisedConfig",
+    "SupervisedTrainer",
     "load_causal_lm",
+    "load_saved_team",
     "lora_team",
     "mlp_team",
+    "small_causal_lm",
     "tiny_causal_lm",
 ]

@@ -527,7 +527,9 @@ class Learner:
 
     @torch.no_grad()
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
-        """Play whole episodes (one sample per agent per turn) on the eval env factory.
+        """Play whole episodes (one sample per agent per turn) on the eval env factory: the mean
+        return, each task metric's mean over every turn ("task/iou") and over the episodes' last
+        turns ("final/iou", the turn the bench's table reads).
 
         Sampling draws from its own seeded RNG stream, restored afterwards: every evaluation
         of the same weights sees the same samples (evaluations compare across updates), and
@@ -552,18 +554,22 @@ class Learner:
         )
         seeds = [EVAL_SEED + self.args.seed * 1_000_003 + j for j in range(count)]
         roots = rollout.build(seeds, 1.0)
-        returns, task_metrics = [], {}
+        returns, task_metrics, final_metrics = [], {}, {}
         for root in roots:
-            total, node = 0.0, root
+            total, node, last = 0.0, root, {}
             while node is not None and node.children:
                 child = node.children[0]
                 total += child.reward
                 for name, value in child.metrics.items():
                     task_metrics.setdefault(name, []).append(value)
+                last = child.metrics
                 node = child.node
             returns.append(total)
+            for name, value in last.items():
+                final_metrics.setdefault(name, []).append(value)
         result = {"mean_return": sum(returns) / max(1, len(returns))}
         result.update({f"task/{k}": sum(v) / len(v) for k, v in task_metrics.items()})
+        result.update({f"final/{k}": sum(v) / len(v) for k, v in final_metrics.items()})
         return result
 
     # ----- state --------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ agent (`lora_team`), so a team of N agents costs about one model of memory.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,21 +31,88 @@ def tiny_causal_lm(
 ) -> tuple[Any, Any]:
     """A randomly initialised Qwen2-architecture model (about 0.1M parameters by default) with
     transformers' byte-level ByT5 tokenizer: trainable from scratch, no download needed."""
-    from transformers import ByT5Tokenizer, Qwen2Config, Qwen2ForCausalLM
+    from transformers import ByT5Tokenizer
 
     tokenizer = ByT5Tokenizer()
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
+    model = _qwen2_from_scratch(
+        tokenizer,
+        seed,
         hidden_size=hidden_size,
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,
         num_key_value_heads=num_kv_heads,
         intermediate_size=intermediate_size,
         max_position_embeddings=max_positions,
+    )
+    return model, tokenizer
+
+
+def task_tokenizer(texts: Iterable[str], vocab_size: int = 1024) -> Any:
+    """A byte-level BPE tokenizer learnt from `texts` (a task's prompts and answers), as a
+    transformers `PreTrainedTokenizerFast` with <pad> and </s>: it saves and loads with the
+    model. Every byte stays encodable; frequent words and numbers become single tokens, so a
+    building game's prompt and commands take about a quarter of their bytes in tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if vocab_size < 260:
+        raise ValueError(
+            f"vocab_size must be at least 260 (256 bytes + specials), got {vocab_size}"
+        )
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<pad>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", eos_token="</s>")
+
+
+def small_causal_lm(
+    texts: Iterable[str],
+    seed: int = 0,
+    *,
+    vocab_size: int = 1024,
+    hidden_size: int = 256,
+    num_layers: int = 4,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    intermediate_size: int = 768,
+    max_positions: int = 4096,
+) -> tuple[Any, Any]:
+    """A randomly initialised Qwen2-architecture model of a few million parameters (3.4M by
+    default) with a BPE tokenizer learnt from `texts` (`task_tokenizer`): small enough to warm
+    start and train on a task's real prompts on a CPU, no download needed."""
+    tokenizer = task_tokenizer(texts, vocab_size)
+    model = _qwen2_from_scratch(
+        tokenizer,
+        seed,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        intermediate_size=intermediate_size,
+        max_position_embeddings=max_positions,
+    )
+    return model, tokenizer
+
+
+def _qwen2_from_scratch(tokenizer: Any, seed: int, **sizes: int) -> Any:
+    """A Qwen2 causal LM with tied embeddings over `tokenizer`'s vocabulary, initialised from
+    `seed` without moving torch's global RNG."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
+        **sizes,
     )
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
@@ -55,7 +122,7 @@ def tiny_causal_lm(
         torch.random.set_rng_state(generator_state)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    return model, tokenizer
+    return model
 
 
 QWEN25_SHAPES: dict[str, dict[str, Any]] = {
@@ -158,6 +225,79 @@ def load_tokenizer(name: str) -> Any:
         if tokenizer_class is not None:
             return tokenizer_class.from_pretrained(name)
     return transformers.AutoTokenizer.from_pretrained(name)
+
+
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def team_folders(path: str | Path, agents: Sequence[str]) -> dict[Path, list[str]]:
+    """The policies of a saved team (a learner's or `SupervisedTrainer`'s `save(path)`):
+    {subfolder: the agents it plays}, from subfolder names that are agents joined by "+".
+    {} when `path` is not such a folder; ValueError when it holds some agents but not all."""
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        return {}
+    found: dict[Path, list[str]] = {}
+    for child in sorted(p for p in root.iterdir() if p.is_dir()):
+        names = child.name.split("+")
+        if all(name in agents for name in names):
+            found[child] = names
+    if not found:
+        return {}
+    covered = [a for names in found.values() for a in names]
+    if sorted(covered) != sorted(agents):
+        listed = ", ".join(p.name for p in found)
+        raise ValueError(
+            f"checkpoint {path} holds policies for {listed}, but the env's agents are "
+            f"{', '.join(agents)}: each agent needs exactly one folder (agents joined by '+')"
+        )
+    return found
+
+
+def load_saved_team(
+    path: str | Path, agents: Sequence[str], *, dtype: Any = None
+) -> dict[str, LLMPolicy] | None:
+    """A saved team back as trainable policies, the way it was trained: a full model per
+    folder, agents of one folder sharing it; LoRA adapters (peft folders naming their base)
+    all on one base model, each trainable under its agent's name. None when `path` is not a
+    saved team (`team_folders`)."""
+    folders = team_folders(path, agents)
+    if not folders:
+        return None
+    team: dict[str, LLMPolicy] = {}
+    peft_model: Any = None
+    base_name: str | None = None
+    for folder, names in folders.items():
+        adapter_config = folder / ADAPTER_CONFIG
+        if adapter_config.is_file():
+            base = json.loads(adapter_config.read_text(encoding="utf-8")).get(
+                "base_model_name_or_path"
+            )
+            if not base:
+                raise ValueError(
+                    f"the LoRA adapter in {folder} does not name its base model "
+                    "(base_model_name_or_path)"
+                )
+            if peft_model is None:
+                from peft import PeftModel
+
+                model, _ = load_causal_lm(base, dtype=dtype)
+                peft_model = PeftModel.from_pretrained(
+                    model, str(folder), adapter_name=names[0], is_trainable=True
+                )
+                base_name = base
+            elif base != base_name:
+                raise ValueError(
+                    f"the adapters of {path} sit on different base models ({base_name}, {base}):"
+                    " a LoRA team shares one base"
+                )
+            else:
+                peft_model.load_adapter(str(folder), adapter_name=names[0], is_trainable=True)
+            policy = LLMPolicy(peft_model, load_tokenizer(str(folder)), adapter=names[0])
+        else:
+            policy = LLMPolicy(*load_causal_lm(str(folder), dtype=dtype))
+        team.update(dict.fromkeys(names, policy))
+    return {agent: team[agent] for agent in agents}
 
 
 def lora_team(

@@ -79,27 +79,23 @@ def _dtype(name: str) -> Any:
         raise TeamError(str(error)) from None
 
 
+def needs_torch(error: ImportError) -> TeamError:
+    return TeamError(
+        f"hf: teams need torch and transformers ({error}): pip install 'collabzoo[train]'"
+    )
+
+
 def checkpoint_folders(path: str, agents: Sequence[str]) -> dict[Path, list[str]]:
-    """The policies of a `trainer.save(path)` folder: {subfolder: its agents}, from subfolder
-    names that are agents joined by "+". {} when `path` is not such a folder."""
-    root = Path(path).expanduser()
-    if not root.is_dir():
-        return {}
-    found: dict[Path, list[str]] = {}
-    for child in sorted(p for p in root.iterdir() if p.is_dir()):
-        names = child.name.split("+")
-        if all(name in agents for name in names):
-            found[child] = names
-    if not found:
-        return {}
-    covered = [a for names in found.values() for a in names]
-    if sorted(covered) != sorted(agents):
-        listed = ", ".join(p.name for p in found)
-        raise TeamError(
-            f"checkpoint {path} holds policies for {listed}, but the env's agents are "
-            f"{', '.join(agents)}: each agent needs exactly one folder (agents joined by '+')"
-        )
-    return found
+    """The policies of a `trainer.save(path)` folder: {subfolder: its agents}; {} when `path`
+    is not such a folder (see `collabzoo.algos.model_loading.team_folders`)."""
+    try:
+        from collabzoo.algos.model_loading import team_folders
+    except ImportError as error:
+        raise needs_torch(error) from None
+    try:
+        return team_folders(path, agents)
+    except ValueError as error:
+        raise TeamError(str(error)) from None
 
 
 def adapter_folder(folder: Path, agent: str | None) -> Path | None:
@@ -117,9 +113,7 @@ def load_policy(name: str, agent: str | None, options: ModelOptions) -> tuple[An
         from collabzoo.algos.model_loading import load_causal_lm, load_tokenizer
         from collabzoo.algos.policy import LLMPolicy
     except ImportError as error:
-        raise TeamError(
-            f"hf: teams need torch and transformers ({error}): pip install 'collabzoo[train]'"
-        ) from None
+        raise needs_torch(error) from None
 
     device, dtype = _device(options.device), _dtype(options.dtype)
     source: dict[str, Any] = {"name": name, "device": device, "dtype": options.dtype}
