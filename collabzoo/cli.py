@@ -614,7 +614,7 @@ def _placement_settings(args: argparse.Namespace, fields: Any) -> dict[str, Any]
     settings: dict[str, Any] = {"device": args.device, "dtype": args.dtype}
     if args.agent_devices:
         settings["agent_devices"] = parse_device_map(args.agent_devices)
-    if args.critic_devices:
+    if getattr(args, "critic_devices", None):
         if "critic_devices" not in fields:
             raise ValueError(f"--critic-devices: the {args.algo} learner has no critics")
         settings["critic_devices"] = parse_device_map(args.critic_devices)
@@ -842,9 +842,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _placement_arguments(parser: argparse.ArgumentParser) -> None:
-    """--device, --dtype, --agent-devices, --critic-devices, --gradient-checkpointing (read by
-    `_placement_settings`)."""
+def _placement_arguments(parser: argparse.ArgumentParser, *, critics: bool = True) -> None:
+    """--device, --dtype, --agent-devices, --critic-devices (where there are critics),
+    --gradient-checkpointing (read by `_placement_settings`)."""
     parser.add_argument(
         "--device",
         default="auto",
@@ -862,12 +862,13 @@ def _placement_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="AGENT=DEVICE,...",
         help="per-agent devices over --device, e.g. aux=cuda:0,main=cuda:1",
     )
-    parser.add_argument(
-        "--critic-devices",
-        default=None,
-        metavar="CRITIC=DEVICE,...",
-        help="per-critic devices (actor-critic learners; 'team' for cc); default: the actor's",
-    )
+    if critics:
+        parser.add_argument(
+            "--critic-devices",
+            default=None,
+            metavar="CRITIC=DEVICE,...",
+            help="per-critic devices (actor-critic learners; 'team' for cc); default: the actor's",
+        )
     parser.add_argument(
         "--gradient-checkpointing",
         action="store_true",
@@ -1031,7 +1032,7 @@ def build_parser() -> argparse.ArgumentParser:
     sft.add_argument(
         "--model",
         default="tiny",
-        help="'tiny' (byte-level, from scratch), 'small' (a few million parameters with a BPE "
+        help="'tiny' (byte-level, from scratch), 'small' (about 2M parameters with a BPE "
         "tokenizer learnt from the dataset), a hub id or path, or a saved team folder",
     )
     sft.add_argument("--output", required=True, help="run directory")
@@ -1054,7 +1055,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="prompt budget of every policy (1024); longer prompts keep their end",
     )
-    _placement_arguments(sft)
+    _placement_arguments(sft, critics=False)
     sft.set_defaults(handler=cmd_sft)
 
     sandbox = commands.add_parser(

@@ -611,7 +611,12 @@ def add_commands(commands: Any) -> None:
         "turn; load it with datasets.load_from_disk(OUTPUT); TRL's SFTTrainer takes it as "
         "it is.",
     )
-    export.add_argument("sources", nargs="+", metavar="ENV|RESULTS", help="env, or results")
+    export.add_argument(
+        "sources",
+        nargs="+",
+        metavar="ENV|RESULTS",
+        help="the env to play (with --team), or results files and folders of them",
+    )
     export.add_argument("-o", "--output", required=True, help="dataset folder")
     export.add_argument(
         "--team", action="append", default=[], metavar="SPEC", help="as for bench; repeatable"
@@ -619,13 +624,17 @@ def add_commands(commands: Any) -> None:
     export.add_argument("--episodes", type=int, default=None, help="(default: each task once)")
     export.add_argument("--split", choices=BENCH_SPLITS, default="train", help="(train)")
     export.add_argument("--seed", type=int, default=None, help="episode k: seed SEED+k (0)")
-    export.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE")
-    export.add_argument("--max-new-tokens", type=int, default=None)
-    export.add_argument("--temperature", type=float, default=None)
-    export.add_argument("--greedy", action="store_true")
-    export.add_argument("--device", default=None)
-    export.add_argument("--dtype", default=None)
-    export.add_argument("--sandbox", choices=("auto", "docker", "process"), default=None)
+    export.add_argument(
+        "--env-arg", action="append", default=[], metavar="KEY=VALUE", help="as for bench"
+    )
+    export.add_argument("--max-new-tokens", type=int, default=None, help="as for bench")
+    export.add_argument("--temperature", type=float, default=None, help="as for bench")
+    export.add_argument("--greedy", action="store_true", help="as for bench")
+    export.add_argument("--device", default=None, help="as for bench")
+    export.add_argument("--dtype", default=None, help="as for bench")
+    export.add_argument(
+        "--sandbox", choices=("auto", "docker", "process"), default=None, help="as for bench"
+    )
     export.add_argument("--overwrite", action="store_true", help="replace OUTPUT")
-    export.add_argument("--no-progress", action="store_true")
+    export.add_argument("--no-progress", action="store_true", help="as for bench")
     export.set_defaults(handler=cmd_export)
