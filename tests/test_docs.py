@@ -382,7 +382,8 @@ LOOKED_AT = {
     "index.html": {"images": 1},
     "envs/strbuild/index.html": {"tables": 5},
     "learners/magrpo/index.html": {"math": 5, "images": 1},
-    "learners/index.html": {"math": 1, "images": 1},
+    "learners/index.html": {"math": 1, "images": 2},
+    "performance/index.html": {"images": 3, "tables": 12},
     "reference/algos/index.html": {},
     "guides/sandbox/index.html": {},
 }

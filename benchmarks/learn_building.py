@@ -1,0 +1,561 @@
+"""Warm start, then MARL on StrBuild and HouseBuild: every learner on the games' own metrics.
+
+The pipeline a researcher runs before spending GPU hours, at CPU scale, on the real tasks with
+the reference rewards (H = 4, the reference feedback and memory):
+
+1. Episodes of a deliberately imperfect team: the scripted oracle with each answer line dropped
+   with probability 0.3 (`scripted:noisy`), `--episodes` of them on the train split, written by
+   `collabzoo export` as a Hugging Face dataset.
+2. A supervised warm start (`SupervisedTrainer`) of a small model per agent: a Qwen2-shaped
+   transformer of 1.9M parameters (4 layers of width 192) with a BPE tokenizer learnt from the
+   dataset (`small_causal_lm`). One warm start per task: the common starting point of every
+   run, as a pretrained model is in the papers.
+3. Each learner (MA-REINFORCE, MAGRPO, IAC, IPPO, CC) trained from it with the same settings
+   (sampling at temperature 1 without top-k / top-p cuts, one learning rate for every actor and
+   critic, the reference discount 0.9, each learner's own defaults otherwise) for the same
+   number of environment steps, per seed.
+4. The task's own metrics of the last turn (StrBuild: IoU and adjacency; HouseBuild: IoU and
+   HP), the columns of the published table, over evaluation episodes that play every train
+   target equally often (StrBuild's 8 words 4 times, HouseBuild's 8 houses once), at 0 and
+   after every `--every` environment steps. The warm start's own score is each curve's first
+   point.
+
+    python benchmarks/learn_building.py [--tasks strbuild housebuild] [--learners cc magrpo]
+        [--seeds 0 1 2] [--housebuild-data houses.json] [--json out.json] [--plot DIR]
+    python benchmarks/learn_building.py --quick          # minutes: the whole pipeline, tiny
+    python benchmarks/learn_building.py --from-json out.json --plot DIR   # re-plot only
+
+Runs go to `--work` (runs/learn_building): each task's dataset, warm start and metrics. Each
+(task, learner, seed) runs in its own process with one torch thread, `--workers` at a time. Run
+it again and what is finished is read back: the dataset, the warm start, and every run whose
+settings match and whose budget reached this one's (its curve cut there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+LEARNERS = ("mareinforce", "magrpo", "iac", "ippo", "cc")
+LABELS = {
+    "warm": "warm start",
+    "mareinforce": "MA-REINFORCE",
+    "magrpo": "MAGRPO",
+    "iac": "IAC",
+    "ippo": "IPPO",
+    "cc": "CC",
+}
+COLOURS = {
+    "mareinforce": "#1f77b4",
+    "magrpo": "#ff7f0e",
+    "iac": "#2ca02c",
+    "ippo": "#d62728",
+    "cc": "#9467bd",
+}
+AGENTS = ("first_builder", "second_builder")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One game's settings: what to report and the sizes that fit its prompts and answers."""
+
+    name: str
+    metrics: tuple[str, ...]
+    """The published table's columns, as the env's metric names (last turn)."""
+    lower_is_better: tuple[str, ...]
+    max_prompt_tokens: int
+    """The policies' prompt budget: a later turn keeps its newest tokens (its last answer and
+    the feedback); the first turn's prompt fits whole for StrBuild, its tail for HouseBuild."""
+    max_new_tokens: int
+    """Above the longest oracle answer in the task's tokens."""
+    budget: int
+    """Environment steps per run (a HouseBuild step costs about three of StrBuild's)."""
+    every: int
+    """Environment steps between evaluations."""
+    eval_episodes: int
+    """Every train target equally often: StrBuild's 8 words 4 times, HouseBuild's 8 houses once."""
+    sft_steps: int
+    sft_batch: int
+
+
+TASKS = {
+    "strbuild": Task(
+        "strbuild", ("iou", "adjacency"), ("adjacency",), 256, 192, 960, 480, 32, 400, 16
+    ),
+    "housebuild": Task("housebuild", ("iou", "hp"), (), 384, 448, 160, 80, 8, 150, 8),
+}
+METRIC_LABELS = {"iou": "IoU %", "adjacency": "Adj % ↓", "hp": "HP %"}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Every size of the pipeline; `QUICK` is the same pipeline in a few minutes."""
+
+    drop: float = 0.3
+    """The demonstrator's chance of dropping each line of the oracle's answer."""
+    episodes: int = 64
+    """Demonstration episodes (train split)."""
+    hidden_size: int = 192
+    num_layers: int = 4
+    vocab_size: int = 1024
+    sft_steps: int | None = None
+    """Warm-start optimiser steps; None: the task's."""
+    sft_batch: int | None = None
+    sft_learning_rate: float = 1e-3
+    learning_rate: float = 3e-5
+    """Every learner's actor and critic learning rate."""
+    budget: int | None = None
+    """Environment steps per run; None: the task's."""
+    every: int | None = None
+    """Environment steps between evaluations; None: the task's."""
+    eval_episodes: int | None = None
+    """Episodes per evaluation; None: the task's."""
+    targets: tuple[str, ...] | None = None
+    """StrBuild words to play instead of the reference train split (the quick run's)."""
+
+
+QUICK = Recipe(
+    episodes=8,
+    hidden_size=64,
+    num_layers=2,
+    vocab_size=512,
+    sft_steps=60,
+    sft_batch=8,
+    sft_learning_rate=1e-2,
+    learning_rate=3e-4,
+    budget=960,
+    every=480,
+    eval_episodes=16,
+    targets=("I", "L"),
+)
+
+
+# ----- the pipeline -----------------------------------------------------------------------------
+def env_kwargs(task: Task, recipe: Recipe, housebuild_data: str | None) -> dict[str, Any]:
+    if task.name == "strbuild" and recipe.targets:
+        return {"targets": list(recipe.targets)}
+    if task.name == "housebuild" and housebuild_data:
+        return {"data": housebuild_data}
+    return {}
+
+
+def demonstrations(task: Task, recipe: Recipe, kwargs: dict[str, Any], folder: Path) -> Any:
+    """The noisy oracle's episodes, exported as `collabzoo export` writes them."""
+    import datasets
+
+    from collabzoo.cli import main as collabzoo
+
+    if not (folder / "state.json").is_file():
+        argv = ["export", task.name, "--team", f"scripted:noisy:{recipe.drop}"]
+        argv += ["--episodes", str(recipe.episodes), "--split", "train", "-o", str(folder)]
+        argv += ["--overwrite", "--no-progress"]
+        for key, value in kwargs.items():
+            argv += ["--env-arg", f"{key}={json.dumps(value)}"]
+        if collabzoo(argv) != 0:
+            raise RuntimeError(f"collabzoo {' '.join(argv)} failed")
+    return datasets.load_from_disk(str(folder))
+
+
+def warm_start(task: Task, recipe: Recipe, rows: Any, folder: Path) -> dict[str, Any]:
+    """Fine-tune a fresh small model per agent on its rows; saved to folder/final."""
+    from collabzoo.algos import LLMPolicy, SupervisedConfig, SupervisedTrainer
+    from collabzoo.algos.model_loading import small_causal_lm
+
+    summary_file = folder / "summary.json"
+    if summary_file.is_file():
+        return json.loads(summary_file.read_text())
+    texts = [*rows["prompt"], *rows["completion"]]
+    policies = {}
+    for index, agent in enumerate(AGENTS):
+        model, tokenizer = small_causal_lm(
+            texts,
+            seed=index,
+            vocab_size=recipe.vocab_size,
+            hidden_size=recipe.hidden_size,
+            num_layers=recipe.num_layers,
+            intermediate_size=3 * recipe.hidden_size,
+        )
+        policies[agent] = LLMPolicy(model, tokenizer, max_prompt_tokens=task.max_prompt_tokens)
+    steps = recipe.sft_steps or task.sft_steps
+    config = SupervisedConfig(
+        output_dir=str(folder),
+        learning_rate=recipe.sft_learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=max(1, steps // 20),
+        max_steps=steps,
+        per_device_train_batch_size=recipe.sft_batch or task.sft_batch,
+        logging_steps=max(1, steps // 20),
+        device="cpu",
+    )
+    trainer = SupervisedTrainer(policies, rows, config)
+    started = time.perf_counter()
+    before = trainer.evaluate_loss()
+    trainer.train()
+    summary = {
+        "loss_before": before,
+        "loss_after": trainer.evaluate_loss(),
+        "seconds": time.perf_counter() - started,
+        "parameters": sum(p.numel() for p in policies[AGENTS[0]].model.parameters()),
+        "vocabulary": len(policies[AGENTS[0]].tokenizer),
+    }
+    trainer.save(folder / "final")
+    summary_file.write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def every_target(env: Any) -> Any:
+    """The env with reset(seed) playing train target seed mod n: an evaluation's consecutive
+    seeds visit every target equally often."""
+    from pettingzoo.utils import BaseParallelWrapper
+
+    class EveryTarget(BaseParallelWrapper):
+        def reset(self, seed: int | None = None, options: dict | None = None) -> Any:
+            count = len(self.env.unwrapped.items("train"))
+            options = {**(options or {}), "task": (seed or 0) % count, "split": "train"}
+            return self.env.reset(seed=seed, options=options)
+
+    return EveryTarget(env)
+
+
+def learner_settings(name: str, task: Task, recipe: Recipe, seed: int, output: Path) -> dict:
+    """One learner's config: the shared settings, and the rollout shape of its family (about
+    30 environment steps per update either way)."""
+    settings: dict[str, Any] = {
+        "output_dir": str(output),
+        "seed": seed,
+        "max_new_tokens": task.max_new_tokens,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": None,
+        "eval_num_samples": recipe.eval_episodes or task.eval_episodes,
+        "tensorboard": False,
+        "progress": False,
+        "save_steps": 0,
+        "device": "cpu",
+    }
+    if name in ("mareinforce", "magrpo"):  # a full tree of branching 2 over 4 turns: 30 steps
+        settings.update(
+            agent_learning_rate=recipe.learning_rate, rollout_buffer_size=1, num_generations=2
+        )
+    else:  # 4 episodes of 2 branches of 4 turns: 32 steps
+        settings.update(
+            actor_learning_rate=recipe.learning_rate,
+            critic_learning_rate=recipe.learning_rate,
+            rollout_buffer_size=4,
+            num_generations=2,
+        )
+    return settings
+
+
+def settings_key(job: dict[str, Any]) -> dict[str, Any]:
+    """What a run's curve depends on, but for its length: a finished longer run answers a shorter
+    budget with its first points (the learners' learning rates are constant)."""
+    task, recipe = TASKS[job["task"]], Recipe(**job["recipe"])
+    return {
+        "task": {k: v for k, v in asdict(task).items() if k != "budget"},
+        "recipe": {k: v for k, v in asdict(recipe).items() if k != "budget"},
+        "every": recipe.every or task.every,
+        **{k: job[k] for k in ("kwargs", "learner", "seed", "warm")},
+    }
+
+
+def jsonable(value: Any) -> Any:
+    """The value as JSON gives it back (tuples as lists)."""
+    return json.loads(json.dumps(value))
+
+
+def finished(job: dict[str, Any], budget: int, every: int) -> dict[str, Any] | None:
+    """The curve of an earlier run in the job's folder with these settings and at least this
+    budget, cut at the budget; None if there is none (an interrupted run starts again)."""
+    output = Path(job["output"])
+    try:
+        same = json.loads((output / "job.json").read_text()) == jsonable(settings_key(job))
+        lines = (output / "metrics.jsonl").read_text().splitlines()
+    except (OSError, ValueError):
+        return None
+    if not same or budget % every:
+        return None
+    points, seconds = [], 0.0
+    for line in map(json.loads, lines):
+        if "eval/env_steps" in line:
+            points.append({k[5:]: v for k, v in line.items() if k.startswith("eval/")})
+            seconds = line["time"]
+            if points[-1]["env_steps"] >= budget:
+                task, learner, seed = job["task"], job["learner"], job["seed"]
+                return {
+                    "task": task,
+                    "learner": learner,
+                    "seed": seed,
+                    "points": points,
+                    "seconds": seconds,
+                }
+    return None
+
+
+def run(job: dict[str, Any]) -> dict[str, Any]:
+    """One learner from the warm start: the last-turn metrics at 0, every `every` steps and at
+    the end of the budget."""
+    import torch
+
+    import collabzoo
+    from collabzoo.algos import LEARNERS as CLASSES
+    from collabzoo.algos.model_loading import load_saved_team
+    from collabzoo.algos.run_log import RunLogger
+
+    torch.set_num_threads(1)
+    task, recipe = TASKS[job["task"]], Recipe(**job["recipe"])
+    kwargs, name, seed = job["kwargs"], job["learner"], job["seed"]
+    output = Path(job["output"])
+    budget, every = recipe.budget or task.budget, recipe.every or task.every
+    earlier = finished(job, budget, every)
+    if earlier is not None:
+        return earlier
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "metrics.jsonl").unlink(missing_ok=True)
+    (output / "job.json").write_text(json.dumps(settings_key(job), indent=1))
+    policies = load_saved_team(job["warm"], AGENTS)
+    for policy in policies.values():
+        policy.max_prompt_tokens = task.max_prompt_tokens
+    config_class, trainer_class = CLASSES[name]
+    config = config_class(**learner_settings(name, task, recipe, seed, output))
+    trainer = trainer_class(
+        lambda: collabzoo.make(task.name, **kwargs),
+        policies,
+        config,
+        eval_env=lambda: every_target(collabzoo.make(task.name, **kwargs)),
+    )
+    started = time.perf_counter()
+    points = []
+
+    def evaluate() -> None:
+        found = trainer.evaluate(recipe.eval_episodes or task.eval_episodes)
+        point = {"env_steps": trainer.rollout.env_steps, "mean_return": found["mean_return"]}
+        point.update({m: found[f"final/{m}"] for m in task.metrics})
+        points.append(point)
+
+    try:
+        with RunLogger(output, tensorboard=False, progress=False) as log:  # `collabzoo plot`s
+            evaluate()
+            log.log(0, {f"eval/{k}": v for k, v in points[-1].items()})
+            while trainer.rollout.env_steps < budget:
+                log.log(trainer.update + 1, trainer.train_step())
+                if trainer.rollout.env_steps >= every * len(points):
+                    evaluate()
+                    log.log(trainer.update, {f"eval/{k}": v for k, v in points[-1].items()})
+            if points[-1]["env_steps"] < trainer.rollout.env_steps:  # a budget off the grid
+                evaluate()
+                log.log(trainer.update, {f"eval/{k}": v for k, v in points[-1].items()})
+    finally:
+        trainer.close()
+    seconds = time.perf_counter() - started
+    return {"task": task.name, "learner": name, "seed": seed, "points": points, "seconds": seconds}
+
+
+# ----- reporting ------------------------------------------------------------------------------
+def _spread(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
+    mean = statistics.mean(values)
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{scale * mean:.{digits}f} ± {scale * spread:.{digits}f}"
+
+
+def table(task: str, runs: list[dict[str, Any]]) -> str:
+    """Per learner: each metric (in percent) and the team's return (what the learners
+    maximise) at the warm start (step 0) and at the end of the budget, mean ± std over the
+    seeds; the warm start's row first."""
+    metrics = TASKS[task].metrics
+    head = ["learner", "seeds", "env steps"]
+    head += [f"{METRIC_LABELS[m]} start" for m in metrics] + ["return start"]
+    head += [f"{METRIC_LABELS[m]} end" for m in metrics] + ["return end"]
+    head.append("min/run")
+    lines = ["| " + " | ".join(head) + " |", "|---|---:|---:|" + "---:|" * (2 * len(metrics) + 3)]
+    ours = [r for r in runs if r["task"] == task]
+    warm = [r["points"][0] for r in ours if r["learner"] == ours[0]["learner"]]
+    if warm:
+        cells = ["warm start", str(len(warm)), "0"]
+        cells += [_spread([p[m] for p in warm]) for m in metrics]
+        cells += [_spread([p["mean_return"] for p in warm], 1.0, 2)] + ["-"] * (len(metrics) + 1)
+        lines.append("| " + " | ".join(cells) + " | - |")
+    for name in LEARNERS:
+        mine = [r for r in ours if r["learner"] == name]
+        if not mine:
+            continue
+        steps = statistics.mean(r["points"][-1]["env_steps"] for r in mine)
+        cells = [LABELS[name], str(len(mine)), f"{steps:.0f}"]
+        for point in (0, -1):
+            cells += [_spread([r["points"][point][m] for r in mine]) for m in metrics]
+            cells.append(_spread([r["points"][point]["mean_return"] for r in mine], 1.0, 2))
+        cells.append(f"{statistics.mean(r['seconds'] for r in mine) / 60:.1f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(task: str, runs: list[dict[str, Any]], out: str, subtitle: str) -> str:
+    """One figure per task, a panel per metric: each learner's mean over the seeds (its band
+    the seeds' min to max) against environment steps; the warm start dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = TASKS[task].metrics
+    ours = [r for r in runs if r["task"] == task]
+    figure, panels = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.0))
+    for axes, metric in zip(panels, metrics, strict=True):
+        warm = [r["points"][0][metric] for r in ours]
+        if warm:
+            axes.axhline(
+                100 * statistics.mean(warm), color="black", ls="--", lw=1, label="warm start"
+            )
+        for name in LEARNERS:
+            mine = [r for r in ours if r["learner"] == name]
+            if not mine:
+                continue
+            width = min(len(r["points"]) for r in mine)
+            steps = [
+                statistics.mean(r["points"][i]["env_steps"] for r in mine) for i in range(width)
+            ]
+            values = [[100 * r["points"][i][metric] for r in mine] for i in range(width)]
+            colour = COLOURS[name]
+            axes.plot(
+                steps, [statistics.mean(v) for v in values], color=colour, lw=2, label=LABELS[name]
+            )
+            axes.fill_between(
+                steps,
+                [min(v) for v in values],
+                [max(v) for v in values],
+                color=colour,
+                alpha=0.12,
+                lw=0,
+            )
+        axes.set_xlabel("environment steps")
+        axes.set_ylabel(f"{METRIC_LABELS[metric]}, last turn")
+        axes.grid(alpha=0.3)
+    panels[0].legend(loc="best", fontsize=8)
+    figure.suptitle(f"{task}: {subtitle}", fontsize=10)
+    figure.tight_layout()
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, f"learn_{task}.png")
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+# ----- the command ------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=list(TASKS))
+    parser.add_argument("--learners", nargs="+", choices=LEARNERS, default=list(LEARNERS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument(
+        "--budget", type=int, default=None, help="env steps per run (StrBuild 960, HouseBuild 160)"
+    )
+    parser.add_argument("--every", type=int, default=None, help="env steps between evaluations")
+    parser.add_argument(
+        "--learning-rate", type=float, default=None, help="every learner's actor and critic rate"
+    )
+    parser.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation")
+    parser.add_argument(
+        "--housebuild-data",
+        default=None,
+        metavar="PATH",
+        help="the reference houses (houses.json); default: the package's houses",
+    )
+    parser.add_argument("--quick", action="store_true", help="the whole pipeline at toy sizes")
+    parser.add_argument("--workers", type=int, default=2, help="runs at a time")
+    parser.add_argument("--work", default="runs/learn_building", help="datasets, warm starts, runs")
+    parser.add_argument("--json", help="also write every curve here (with --from-json: merged)")
+    parser.add_argument("--plot", metavar="DIR", help="draw learn_<task>.png into DIR")
+    parser.add_argument(
+        "--from-json", nargs="+", metavar="FILE", help="report and plot saved --json files"
+    )
+    args = parser.parse_args(argv)
+    saved = merged(args.from_json) if args.from_json else run_all(args)
+    for task in saved["tasks"]:
+        print(f"\n{task}: {saved['subtitle']}")
+        print(table(task, saved["runs"]))
+        if args.plot:
+            print(f"wrote {plot(task, saved['runs'], args.plot, saved['subtitle'])}")
+    if args.json:  # with --from-json: the files merged into one
+        Path(args.json).write_text(json.dumps(saved, indent=1))
+    return 0
+
+
+def merged(paths: list[str]) -> dict[str, Any]:
+    """Saved --json files as one (runs of the tasks run apart, e.g. one task at a time)."""
+    documents = [json.loads(Path(p).read_text()) for p in paths]
+    result = dict(documents[0])
+    result["tasks"] = [t for d in documents for t in d["tasks"]]
+    result["runs"] = [r for d in documents for r in d["runs"]]
+    result["warm_starts"] = {k: v for d in documents for k, v in d["warm_starts"].items()}
+    houses = [d.get("houses") for d in documents if "housebuild" in d["tasks"]]
+    result["houses"] = houses[0] if houses else result.get("houses")
+    return result
+
+
+def run_all(args: argparse.Namespace) -> dict[str, Any]:
+    recipe = QUICK if args.quick else Recipe()
+    if args.budget is not None:
+        recipe = replace(recipe, budget=args.budget)
+    if args.every is not None:
+        recipe = replace(recipe, every=args.every)
+    if args.learning_rate is not None:
+        recipe = replace(recipe, learning_rate=args.learning_rate)
+    if args.eval_episodes is not None:
+        recipe = replace(recipe, eval_episodes=args.eval_episodes)
+    work = Path(args.work)
+    jobs, warm_starts = [], {}
+    for name in args.tasks:
+        task = TASKS[name]
+        kwargs = env_kwargs(task, recipe, args.housebuild_data)
+        folder = work / name
+        rows = demonstrations(task, recipe, kwargs, folder / "data")
+        warm_starts[name] = warm_start(task, recipe, rows, folder / "warm")
+        print(f"{name}: warm start {warm_starts[name]}", flush=True)
+        for learner in args.learners:
+            for seed in args.seeds:
+                jobs.append(
+                    {
+                        "task": name,
+                        "learner": learner,
+                        "seed": seed,
+                        "kwargs": kwargs,
+                        "recipe": asdict(recipe),
+                        "warm": str(folder / "warm" / "final"),
+                        "output": str(folder / learner / f"seed{seed}"),
+                    }
+                )
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        runs = []
+        for done in pool.map(run, jobs):
+            print(
+                f"{done['task']} {done['learner']} seed {done['seed']}: {done['points'][-1]} "
+                f"({done['seconds'] / 60:.1f} min)",
+                flush=True,
+            )
+            runs.append(done)
+    subtitle = (
+        f"seeds {', '.join(map(str, args.seeds))}, warm start on {recipe.episodes} "
+        f"noisy-oracle episodes (drop {recipe.drop})"
+    )
+    houses = Path(args.housebuild_data).name if args.housebuild_data else "the package's houses"
+    return {
+        "tasks": args.tasks,
+        "recipe": asdict(recipe),
+        "houses": houses,
+        "warm_starts": warm_starts,
+        "subtitle": subtitle,
+        "runs": runs,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
