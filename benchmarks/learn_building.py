@@ -335,24 +335,22 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     points = []
 
-    def evaluate() -> None:
+    def evaluate(log: RunLogger) -> None:
         found = trainer.evaluate(recipe.eval_episodes or task.eval_episodes)
         point = {"env_steps": trainer.rollout.env_steps, "mean_return": found["mean_return"]}
         point.update({m: found[f"final/{m}"] for m in task.metrics})
         points.append(point)
+        log.log(trainer.update, {f"eval/{k}": v for k, v in point.items()})
 
     try:
         with RunLogger(output, tensorboard=False, progress=False) as log:  # `collabzoo plot`s
-            evaluate()
-            log.log(0, {f"eval/{k}": v for k, v in points[-1].items()})
+            evaluate(log)
             while trainer.rollout.env_steps < budget:
                 log.log(trainer.update + 1, trainer.train_step())
                 if trainer.rollout.env_steps >= every * len(points):
-                    evaluate()
-                    log.log(trainer.update, {f"eval/{k}": v for k, v in points[-1].items()})
+                    evaluate(log)
             if points[-1]["env_steps"] < trainer.rollout.env_steps:  # a budget off the grid
-                evaluate()
-                log.log(trainer.update, {f"eval/{k}": v for k, v in points[-1].items()})
+                evaluate(log)
     finally:
         trainer.close()
     seconds = time.perf_counter() - started

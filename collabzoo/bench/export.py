@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from collabzoo.bench.rescore import same_value
 from collabzoo.bench.results import read_results
 from collabzoo.bench.runner import agent_info, turn_scores
 from collabzoo.envs import make
@@ -53,14 +54,6 @@ COLUMNS = (
 class ExportError(ValueError):
     """A results file that cannot become a dataset: another protocol, or a replay that does not
     give the recorded rewards (the env changed since the run)."""
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return a == b
 
 
 def episode_rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -117,7 +110,7 @@ def _episode(
         observations, rewards, _, _, infos = env.step(turn["actions"])
         replayed = turn_scores(rewards, agent_info(infos, first))
         for what in ("reward", "components", "metrics"):
-            if not _same(turn.get(what), replayed.get(what)):
+            if not same_value(turn.get(what), replayed.get(what)):
                 raise ExportError(
                     f"episode {episode['index']}, turn {number}: {what} recorded "
                     f"{turn.get(what)!r}, replayed {replayed.get(what)!r}: the env changed "

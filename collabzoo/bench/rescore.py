@@ -50,12 +50,12 @@ class Rescored:
         return self.episodes > 0 and not self.mismatches
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
     """Equal, with NaN equal to NaN (JSON keeps a NaN reward as NaN)."""
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
     return a == b
 
 
@@ -108,5 +108,5 @@ def _compare(
     return [
         Mismatch(episode, number, what, turn.get(what), replayed.get(what))
         for what in ("reward", "rewards", "components", "metrics")
-        if not _same(turn.get(what), replayed.get(what))
+        if not same_value(turn.get(what), replayed.get(what))
     ]
