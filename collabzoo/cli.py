@@ -1032,7 +1032,7 @@ def build_parser() -> argparse.ArgumentParser:
     sft.add_argument(
         "--model",
         default="tiny",
-        help="'tiny' (byte-level, from scratch), 'small' (about 2M parameters with a BPE "
+        help="'tiny' (byte-level, from scratch), 'small' (about 3.4M parameters with a BPE "
         "tokenizer learnt from the dataset), a hub id or path, or a saved team folder",
     )
     sft.add_argument("--output", required=True, help="run directory")
