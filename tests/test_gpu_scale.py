@@ -59,3 +59,29 @@ def test_cpu_mode_runs_an_update_at_the_real_0_5b_shape(tmp_path, monkeypatch) -
     assert run["weights_changed"]  # the adapter was really stepped
     assert run["joint_samples_per_s"] > 0 and run["peak_memory_gib"] > 0.9  # bf16 weights
     assert sys.modules["gpu_scale"].even_share("t2 t3 t4 t5") == 0.5
+
+
+def test_decode_rates_run_every_row_to_full_length_and_state_the_bound(monkeypatch) -> None:
+    """`benchmarks/gpu_decode.py`'s decode table on the CPU: one layer of the 0.5B shape. No
+    row may stop early (the tokens/s would flatter), and the bound is rows x bandwidth /
+    weight bytes."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu_decode
+
+    args = gpu_decode.argparse.Namespace(
+        device="cpu",
+        shape="qwen2.5-0.5b",
+        layers=1,
+        batches="1,3",
+        prompt_tokens=6,
+        new_tokens=5,
+        rounds=1,
+    )
+    rows = gpu_decode.decode_rates(args)
+    assert [r["batch"] for r in rows] == [1, 3]
+    assert [r["tokens"] for r in rows] == [5, 15]
+    for row in rows:
+        expected = row["batch"] * row["bandwidth_bytes_per_s"] / row["weight_bytes"]
+        assert row["bound_tokens_per_s"] == pytest.approx(expected)
+        assert row["share_of_bound"] == pytest.approx(row["tokens_per_s"] / expected)
+    assert rows[0]["weight_bytes"] > 2 * 151_936 * 896  # the bf16 vocabulary alone

@@ -684,7 +684,8 @@ class ActorCriticLearner(Learner):
                             if not torch.isfinite(loss):
                                 failed.add(group.name)
                                 break
-                            loss.backward()
+                            with torch.profiler.record_function("collabzoo.backward"):
+                                loss.backward()
                 stepped = False
                 for name, group in self.groups.items():
                     if name not in touched:

@@ -446,7 +446,8 @@ class Learner:
         started = time.perf_counter()
         for group in self.groups.values():
             group.reducer = self.parallel
-        roots = self.rollout_update()
+        with torch.profiler.record_function("collabzoo.rollout"):
+            roots = self.rollout_update()
         if self.generator is not None:
             self.generator.release()  # sleep mode: the engines' memory is the trainer's now
         metrics = self.learn(roots)

@@ -475,7 +475,13 @@ class LLMPolicy:
         options = self.generation_options(sampling)
         if adapters is not None:
             options["adapter_names"] = adapters
-        with self.mode(train=False), self.active(), self.compute(), self.plain_generation_config():
+        with (
+            torch.profiler.record_function("collabzoo.generate"),
+            self.mode(train=False),
+            self.active(),
+            self.compute(),
+            self.plain_generation_config(),
+        ):
             cache = self._shared_prefill(encoded, input_ids, attention, adapters)
             if cache is not None:
                 options["past_key_values"] = cache
@@ -565,6 +571,17 @@ class LLMPolicy:
         K samples of a prompt cost one prompt plus K completions instead of K of each. Gradients
         flow through the shared cache as through K separate copies.
         """
+        with torch.profiler.record_function("collabzoo.score"):
+            return self._score_rows(prompts, completions, sampling, entropy, prompt_hidden)
+
+    def _score_rows(
+        self,
+        prompts: Sequence[Sequence[int]],
+        completions: Sequence[Sequence[int]],
+        sampling: Sampling | None,
+        entropy: bool | str,
+        prompt_hidden: bool,
+    ) -> Scored:
         if len(prompts) != len(completions):
             raise ValueError(
                 f"{len(prompts)} prompts but {len(completions)} completions: one each expected"

@@ -183,7 +183,8 @@ class TreeLearner(Learner):
                 agent_kl += kl.item() * len(part) / total
             if not torch.isfinite(loss):
                 return False
-            loss.backward()
+            with torch.profiler.record_function("collabzoo.backward"):
+                loss.backward()
             agent_loss += loss.item()
         metrics[f"loss/{agent}"] = agent_loss
         metrics["outside_kept_tokens"] = metrics.get("outside_kept_tokens", 0.0) + outside

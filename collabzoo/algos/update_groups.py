@@ -73,7 +73,8 @@ class UpdateGroup:
             self.skip()
             return None
         self._state_follows_parameters()
-        self.optimizer.step()
+        with torch.profiler.record_function("collabzoo.optimizer_step"):
+            self.optimizer.step()
         self.zero_grad()
         return float(norm)
 
