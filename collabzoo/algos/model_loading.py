@@ -199,14 +199,26 @@ def shaped_causal_lm(
 
 
 def load_causal_lm(name: str, *, seed: int = 0, dtype: Any = None) -> tuple[Any, Any]:
-    """`"tiny"` (see `tiny_causal_lm`), or any Hugging Face causal LM id or local path."""
+    """`"tiny"` (see `tiny_causal_lm`), a known model's short name (`pretrained`: pulled on
+    first use), or any Hugging Face causal LM id or local path.
+
+    `dtype` None or "auto" keeps the checkpoint's own precision, except bf16 and float16 on a
+    machine without CUDA, which load as float32: CPUs without native bf16 matrix units run
+    those far slower (see the Performance page)."""
     if name == TINY:
         return tiny_causal_lm(seed)
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
+    from collabzoo.algos.pretrained import resolve_model
+
+    name = resolve_model(name)
     tokenizer = load_tokenizer(name)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    if dtype in (None, "auto") and not torch.cuda.is_available():
+        stored = getattr(AutoConfig.from_pretrained(name), "dtype", None)
+        if str(stored).removeprefix("torch.") in ("bfloat16", "float16"):
+            dtype = torch.float32
     model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype or "auto")
     return model, tokenizer
 
@@ -218,6 +230,9 @@ def load_tokenizer(name: str) -> Any:
     empty Qwen2 tokenizer that encodes every prompt to nothing."""
     import transformers
 
+    from collabzoo.algos.pretrained import resolve_model
+
+    name = resolve_model(name)
     config_file = Path(name) / "tokenizer_config.json"
     if config_file.is_file():
         named = json.loads(config_file.read_text(encoding="utf-8")).get("tokenizer_class")

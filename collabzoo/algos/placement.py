@@ -16,6 +16,7 @@ One rule for `collabzoo train`, `collabzoo bench` and the Python API:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -137,12 +138,39 @@ def place_models(
             model.to(device)
 
 
+def cores_given() -> int:
+    """The CPU cores this process may run on (its affinity mask: containers and taskset narrow
+    it below the machine's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def set_torch_threads(requested: int | None = None) -> int:
+    """Set torch's intra-op threads and return the count: `requested`, or by default the given
+    cores minus the work already running on the machine (the 1-minute load average), at least
+    one and never more than torch's own default. Threads that outnumber the free cores wait on
+    each other at every matrix product."""
+    if requested is not None:
+        if requested < 1:
+            raise ValueError(f"--threads must be at least 1, got {requested}")
+        count = requested
+    else:
+        cores = cores_given()
+        busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
+        count = max(1, min(torch.get_num_threads(), cores, cores - busy))
+    torch.set_num_threads(count)
+    return count
+
+
 __all__ = [
     "DTYPES",
+    "cores_given",
     "model_device",
     "parse_device_map",
     "place_models",
     "resolve_device",
     "resolve_dtype",
+    "set_torch_threads",
     "target_device",
 ]

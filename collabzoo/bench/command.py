@@ -32,7 +32,7 @@ from collabzoo.bench.leaderboard import (
     render_json,
     render_markdown,
 )
-from collabzoo.bench.models import ModelOptions, Sampling, TeamError
+from collabzoo.bench.models import THREADS_HELP, ModelOptions, Sampling, TeamError
 from collabzoo.bench.protocols import DEFAULT_ROUNDS, PROTOCOLS
 from collabzoo.bench.rescore import rescore
 from collabzoo.bench.results import ResultsError
@@ -224,6 +224,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         retries=args.retries,
         api_key_env=args.api_key_env,
+        threads=args.threads,
     )
 
     sandboxes: list[Any] = []
@@ -543,6 +544,7 @@ def add_commands(commands: Any) -> None:
     hf = bench.add_argument_group("hf: and vllm: teams")
     hf.add_argument("--device", default=ModelOptions.device, help="auto, cpu, cuda, cuda:1 ...")
     hf.add_argument("--dtype", default=ModelOptions.dtype, help="auto, bfloat16, float16 ...")
+    hf.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
     hf.add_argument("--max-prompt-tokens", type=int, default=ModelOptions.max_prompt_tokens)
     hf.add_argument(
         "--chat-template-kwargs",

@@ -115,6 +115,12 @@ def load_policy(name: str, agent: str | None, options: ModelOptions) -> tuple[An
     except ImportError as error:
         raise needs_torch(error) from None
 
+    from collabzoo.algos.placement import set_torch_threads
+
+    try:
+        set_torch_threads(options.threads)
+    except ValueError as error:
+        raise TeamError(str(error)) from None
     device, dtype = _device(options.device), _dtype(options.dtype)
     source: dict[str, Any] = {"name": name, "device": device, "dtype": options.dtype}
     folder = Path(name).expanduser()

