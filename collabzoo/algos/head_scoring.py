@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -134,6 +135,24 @@ def head_token_log_probs(
 
 def _parameters(module: Any) -> Iterator[torch.nn.Parameter]:
     return module.parameters() if isinstance(module, torch.nn.Module) else iter(())
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword a transformers model takes its key/value cache by: `cache` in current
+    transformers, `past_key_values` in releases before it (deprecated there, removed in 5.40)."""
+    unwrap = getattr(model, "get_base_model", None)  # a peft wrapper passes keywords through
+    target = unwrap() if callable(unwrap) else model
+    try:
+        parameters = inspect.signature(target.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def output_cache(output: Any) -> Any:
+    """The key/value cache a forward pass returned, under either release's field name."""
+    found = getattr(output, "cache", None)
+    return found if found is not None else getattr(output, "past_key_values", None)
 
 
 @functools.cache

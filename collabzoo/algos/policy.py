@@ -38,10 +38,12 @@ import torch
 
 from collabzoo.algos.head_scoring import (
     body_and_head,
+    cache_keyword,
     checkpoint_with_cache,
     chunk_tokens,
     full_attention_only,
     head_token_log_probs,
+    output_cache,
     prefix_cache,
     replay_safe_cache,
 )
@@ -484,7 +486,7 @@ class LLMPolicy:
         ):
             cache = self._shared_prefill(encoded, input_ids, attention, adapters)
             if cache is not None:
-                options["past_key_values"] = cache
+                options[cache_keyword(self.model)] = cache
             output = self.model.generate(input_ids=input_ids, attention_mask=attention, **options)
         stops = set(self.stop_ids)
         completions = []
@@ -530,7 +532,7 @@ class LLMPolicy:
             logits_to_keep=1,
             **options,
         )
-        cache = output.past_key_values
+        cache = output_cache(output)
         cache.batch_select_indices(
             torch.tensor([position[row] for row in index], device=input_ids.device)
         )
@@ -694,8 +696,8 @@ class LLMPolicy:
                 input_ids=ids.to(device),
                 attention_mask=prompt_mask,
                 position_ids=prompt_positions.to(device),
-                past_key_values=cache,
                 use_cache=False,  # the cache is ours: transformers makes none
+                **{cache_keyword(body): cache},
             ).last_hidden_state
             positions = prompt_mask.sum(-1)[index].unsqueeze(-1)
             positions = positions + torch.arange(targets.size(1), device=device)
@@ -703,8 +705,8 @@ class LLMPolicy:
                 input_ids=targets,
                 attention_mask=torch.cat([prompt_mask[index], mask.long()], dim=1),
                 position_ids=positions,
-                past_key_values=prefix_cache(cache, index),  # a prompt row per completion
                 use_cache=False,
+                **{cache_keyword(body): prefix_cache(cache, index)},  # a prompt row each
             ).last_hidden_state
             # token 0 is predicted at the prompt's last position, token j at completion j - 1
             prompt_states = first[:, -1][index]
@@ -803,7 +805,7 @@ class LLMPolicy:
         targets, mask = targets.to(device), mask.to(device)
         with self.active(), self.compute():
             first, prompt_mask = self._prompt_pass(unique, hidden=prompt_hidden, logits=True)
-            cache = first.past_key_values
+            cache = output_cache(first)
             if cache is None or not hasattr(cache, "batch_select_indices"):
                 return None
             cache.batch_select_indices(index)  # one cache row per completion (differentiable)
@@ -813,7 +815,7 @@ class LLMPolicy:
                 input_ids=targets,
                 attention_mask=torch.cat([prompt_mask[index], mask.long()], dim=1),
                 position_ids=positions,
-                past_key_values=cache,
+                **{cache_keyword(self.model): cache},
             )
         # token 0 is predicted at the prompt's last position, token j at completion token j - 1
         first_logits = first.logits[:, -1][index].unsqueeze(1)
