@@ -205,3 +205,32 @@ def test_combined_answers_are_read_forgivingly() -> None:
     prompt = combined_prompt({"a": "obs of a\nline 2", "b": ""})
     assert split_combined_prompt(prompt) == {"a": "obs of a\nline 2", "b": ""}
     assert split_combined_prompt("no roles here") == {}
+
+
+def test_the_prompts_own_section_headers_copied_back_are_accepted_and_the_rest_reported() -> None:
+    """A real small model (SmolLM2-135M-Instruct) answers the combined prompt by copying its
+    section headers: `##### Role 1 of 2: first_builder #####` ... `##### End of role ... #####`.
+    Those must split like the layout's own headers; what lies outside every role is reported."""
+    roles = ["first_builder", "second_builder"]
+    text = (
+        "Here are the answers.\n"
+        "##### Role 1 of 2: first_builder #####\n/setblock 0 0 0 stone\n"
+        "##### End of role first_builder #####\n"
+        "stray words\n"
+        "##### Role 2 of 2: second_builder #####\n/fill 0 0 0 1 0 0 dirt\n"
+    )
+    rejected: list[str] = []
+    assert split_combined_answer(text, roles, rejected) == (
+        {"first_builder": "/setblock 0 0 0 stone", "second_builder": "/fill 0 0 0 1 0 0 dirt"},
+        roles,
+    )
+    assert rejected == [
+        "Here are the answers.",
+        "##### End of role first_builder #####",
+        "stray words",
+    ]
+    # a role the task does not have is not a header: its lines stay in the answer before it
+    other = "##### first_builder #####\na\n##### Role 3 of 3: third #####\nb"
+    assert split_combined_answer(other, roles)[0]["first_builder"] == (
+        "a\n##### Role 3 of 3: third #####\nb"
+    )

@@ -206,6 +206,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     protocols = _protocols(args.protocol)
     if args.episodes is not None and args.episodes < 1:
         raise BenchUsageError(f"--episodes must be at least 1, got {args.episodes}")
+    if args.episodes_at_once < 1:
+        raise BenchUsageError(f"--episodes-at-once must be at least 1, got {args.episodes_at_once}")
     if args.rounds < 1:
         raise BenchUsageError(f"--rounds must be at least 1, got {args.rounds}")
     if args.resume and args.overwrite:
@@ -225,6 +227,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         retries=args.retries,
         api_key_env=args.api_key_env,
         threads=args.threads,
+        episodes_at_once=args.episodes_at_once,
     )
 
     sandboxes: list[Any] = []
@@ -545,6 +548,14 @@ def add_commands(commands: Any) -> None:
     hf.add_argument("--device", default=ModelOptions.device, help="auto, cpu, cuda, cuda:1 ...")
     hf.add_argument("--dtype", default=ModelOptions.dtype, help="auto, bfloat16, float16 ...")
     hf.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
+    hf.add_argument(
+        "--episodes-at-once",
+        type=int,
+        default=ModelOptions.episodes_at_once,
+        metavar="N",
+        help="hf: episodes played at once, their prompts of a turn in one padded generate; "
+        "1: one by one (a sampled run then repeats exactly)",
+    )
     hf.add_argument("--max-prompt-tokens", type=int, default=ModelOptions.max_prompt_tokens)
     hf.add_argument(
         "--chat-template-kwargs",

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from collabzoo.bench.batching import CallBatcher
 from collabzoo.bench.models import Generation, ModelOptions, Sampling, TeamError
 
 HF_TOKENS = "the model's tokenizer: completion token ids, the end-of-sequence token included"
@@ -19,7 +20,8 @@ ADAPTER_CONFIG = "adapter_config.json"
 
 
 class HFModel:
-    """An `LLMPolicy` as a team member: one batched `generate` per call, seeded per call."""
+    """An `LLMPolicy` as a team member. The calls of the episodes played at once are gathered
+    into one padded `generate` (`CallBatcher`), seeded by the batch's first call."""
 
     kind = "hf"
     concurrent = False
@@ -28,9 +30,15 @@ class HFModel:
         self.policy = policy
         self.source = source
         self._lock = threading.Lock()
+        self.batcher = CallBatcher(self._generate_batch)
 
     def generate(
         self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]
+    ) -> list[Generation]:
+        return self.batcher.generate(prompts, sampling, seeds)
+
+    def _generate_batch(
+        self, prompts: list[str], sampling: Sampling, seed: int | None
     ) -> list[Generation]:
         import torch
 
@@ -44,9 +52,9 @@ class HFModel:
             do_sample=not sampling.greedy,
         )
         with self._lock:
-            if seeds:
-                torch.manual_seed(seeds[0])
-            completions = self.policy.generate(list(prompts), settings)
+            if seed is not None:
+                torch.manual_seed(seed)
+            completions = self.policy.generate(prompts, settings)
         generations = []
         for completion in completions:
             ids = completion.completion_ids

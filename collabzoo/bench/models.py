@@ -142,6 +142,9 @@ class ModelOptions:
     """openai: retries of a failed request (connection errors, 408/409/429/5xx), with backoff."""
     api_key_env: str = "OPENAI_API_KEY"
     """openai: the environment variable holding the API key (local servers need none)."""
+    episodes_at_once: int = 16
+    """hf: episodes played at once, every live episode's prompts of a turn in one padded
+    `generate`; 1 plays them one by one (and a sampled run repeats exactly)."""
     threads: int | None = None
     """hf: torch's CPU threads; None: the given cores the load average leaves free (see
     `collabzoo.algos.placement.set_torch_threads`)."""

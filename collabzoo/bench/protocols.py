@@ -215,10 +215,12 @@ class Single(TeamProtocol):
             play.record(roles[0], "answer", generation)
             return play
         (generation,) = model.generate([combined_prompt(observations)], sampling, seeds.take(1))
-        actions, found = split_combined_answer(generation.text, roles)
+        rejected: list[str] = []
+        actions, found = split_combined_answer(generation.text, roles, rejected)
         play = TurnPlay(actions)
         play.record("+".join(roles), "combined", generation)
         play.generations[-1]["headers_found"] = found
+        play.generations[-1]["rejected_lines"] = rejected
         return play
 
 

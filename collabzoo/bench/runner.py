@@ -402,6 +402,7 @@ def run_bench(
         return play_episode(env, team, protocol, plan_item, run.sampling)
 
     workers = max(1, min(team.episodes_at_once(run.options), len(pending)))
+    team.expect_calls(workers)
     pool = DaemonPool(workers, "episode")
     queue = iter(pending)  # handed out one per free worker: after a failure, none starts
     futures: set[Future] = {pool.submit(play, p) for p in itertools.islice(queue, workers)}

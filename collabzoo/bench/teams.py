@@ -128,12 +128,22 @@ class Team:
         }
 
     def episodes_at_once(self, options: ModelOptions) -> int:
-        """Episodes played concurrently: a local model plays one at a time (its agents are
-        batched instead); an endpoint-only team fills its request slots."""
+        """Episodes played concurrently: an endpoint-only team fills its request slots; a team
+        of Hugging Face models plays `options.episodes_at_once`, their calls batched together
+        (`CallBatcher`); other local models one at a time (their agents are batched)."""
         models = self.distinct
         if models and all(m.kind == "openai" for m in models):
             return max(1, options.concurrency)
+        if models and all(m.kind == "hf" for m in models):
+            return max(1, options.episodes_at_once)
         return 1
+
+    def expect_calls(self, count: int) -> None:
+        """Tell batching models how many episodes play at once (how many calls to gather)."""
+        for model in self.distinct:
+            batcher = getattr(model, "batcher", None)
+            if batcher is not None:
+                batcher.expected = count
 
 
 # ----- specs --------------------------------------------------------------------------------

@@ -61,25 +61,46 @@ def combined_answer(answers: Mapping[str, str]) -> str:
     return "\n".join(f"##### {role} #####\n{text}" for role, text in answers.items())
 
 
-def split_combined_answer(text: str, roles: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+_PROMPT_HEADER = re.compile(r"role \d+ of \d+\s*:\s*(?P<role>\S+)")
+_PROMPT_FOOTER = re.compile(r"end of role\s*:?\s*(?P<role>\S+)")
+
+
+def split_combined_answer(
+    text: str, roles: Sequence[str], rejected: list[str] | None = None
+) -> tuple[dict[str, str], list[str]]:
     """(each role's answer, the roles whose header was found). A header is a line holding just
     a role's name, in any case, optionally wrapped in `#`, `*`, `:` and spaces (`#####
-    first_builder #####`, `**First_Builder:**`); a role's answer runs to the next header, blank
-    lines around it dropped. With no header at all, the whole text is the first role's answer,
-    as the envs' own single-agent modes do without their marker."""
+    first_builder #####`, `**First_Builder:**`), or the prompt's own section header copied back
+    (`##### Role 1 of 2: first_builder #####`); a role's answer runs to the next header (or to
+    a copied `##### End of role first_builder #####`), blank lines around it dropped. With no
+    header at all, the whole text is the first role's answer, as the envs' own single-agent
+    modes do without their marker. `rejected`, if given, receives the non-blank lines that
+    belong to no role (text before the first header or after an end marker) and the markers."""
     by_name = {role.lower(): role for role in roles}
     answers: dict[str, list[str]] = {}
     current: str | None = None
+    outside: list[str] = []
     for line in text.split("\n"):
         name = line.strip().strip("#*: \t").lower()
+        copied = _PROMPT_HEADER.fullmatch(name)
+        if copied and copied.group("role") in by_name:
+            name = copied.group("role")
+        footer = _PROMPT_FOOTER.fullmatch(name)
         if name in by_name:
             current = by_name[name]
             answers[current] = []
+        elif footer and footer.group("role") in by_name:
+            current = None
+            outside.append(line)
         elif current is not None:
             answers[current].append(line)
+        elif line.strip():
+            outside.append(line)
     found = [role for role in roles if role in answers]
     if not found:
         return {role: (text if k == 0 else "") for k, role in enumerate(roles)}, []
+    if rejected is not None:
+        rejected.extend(outside)
     return {role: "\n".join(answers.get(role, [])).strip("\n") for role in roles}, found
 
 

@@ -1,0 +1,108 @@
+"""Many episodes' generate calls as one batched call on a local model.
+
+The bench plays several episodes at once on threads; each turn, an episode asks its model for
+its agents' answers and waits. `CallBatcher` gathers the calls that arrive together (every
+live episode's prompts of a turn) and makes one padded call for all of them: the first caller
+leads, waits until `expected` calls are in or `gather_s` has passed, runs the batch, and hands
+each caller its own rows. Calls arriving while a batch runs form the next one, so episodes
+that finish early simply drop out and the rest go on batched.
+
+Greedy decoding gives every row what a call of its own would (the test checks it); sampled
+rows draw from one generator seeded by the batch's first call, so a sampled run repeats
+exactly only one episode at a time (`--episodes-at-once 1`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from collabzoo.bench.models import Generation, Sampling
+
+GATHER_S = 0.25
+"""Longest wait for the other episodes' calls before a batch starts (seconds): short against
+a generate call on a CPU or GPU, long against an env step between turns."""
+
+Batch = Callable[[list[str], Sampling, int | None], list[Generation]]
+"""(every prompt of the batch, the sampling, the seed) -> one generation per prompt."""
+
+
+@dataclass
+class _Call:
+    prompts: list[str]
+    sampling: Sampling
+    seed: int | None
+    result: list[Generation] | None = None
+    error: BaseException | None = None
+    done: bool = field(default=False)
+
+
+class CallBatcher:
+    """Concurrent `generate` calls to one model, run as batched calls of `run`."""
+
+    def __init__(self, run: Batch, *, gather_s: float = GATHER_S) -> None:
+        self.run = run
+        self.gather_s = gather_s
+        self.expected = 1
+        """Calls a batch waits for (the episodes played at once); set by the bench."""
+        self.batches: list[int] = []
+        """Rows of each batch run so far (how well the batching worked)."""
+        self._changed = threading.Condition()
+        self._pending: list[_Call] = []
+        self._running = False
+
+    def generate(
+        self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]
+    ) -> list[Generation]:
+        call = _Call(list(prompts), sampling, seeds[0] if seeds else None)
+        with self._changed:
+            self._pending.append(call)
+            self._changed.notify_all()
+            while not call.done and self._running:
+                self._changed.wait()
+            if call.done:
+                return self._unwrap(call)
+            self._running = True  # this caller leads the next batch
+        try:
+            self._lead()
+        finally:
+            with self._changed:
+                self._running = False
+                self._changed.notify_all()
+        return self._unwrap(call)
+
+    def _lead(self) -> None:
+        deadline = time.monotonic() + self.gather_s
+        with self._changed:
+            while len(self._pending) < self.expected:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            taken, self._pending = self._pending, []
+        groups: dict[Sampling, list[_Call]] = {}
+        for call in taken:  # one batch per sampling setting (a run has one)
+            groups.setdefault(call.sampling, []).append(call)
+        for sampling, calls in groups.items():
+            prompts = [p for call in calls for p in call.prompts]
+            try:
+                generations = self.run(prompts, sampling, calls[0].seed)
+            except BaseException as error:  # every caller of the batch sees the failure
+                for call in calls:
+                    call.error, call.done = error, True
+                continue
+            self.batches.append(len(prompts))
+            start = 0
+            for call in calls:
+                call.result = generations[start : start + len(call.prompts)]
+                start += len(call.prompts)
+                call.done = True
+
+    @staticmethod
+    def _unwrap(call: _Call) -> list[Generation]:
+        if call.error is not None:
+            raise call.error
+        assert call.result is not None
+        return call.result
