@@ -135,3 +135,34 @@ def test_batched_episodes_equal_one_by_one_under_greedy_decoding(
     assert len(one_by_one) == int(count) * len(protocols.split(",")) and batched == one_by_one
     texts = {str(t["actions"]) for e in batched for t in e["turns"]}
     assert len(texts) > 1  # real, varied answers
+
+
+def test_the_real_model_plays_coophumaneval_and_its_code_runs_in_docker(
+    smollm2: Path, shared_data: Path, docker_sandbox, tmp_path: Path
+) -> None:
+    """Two CoopHumanEval episodes of SmolLM2-135M-Instruct (two turns, both agents), batched,
+    at the reference sampling settings but for a shorter answer: the answers are scored by
+    running them in the Docker sandbox, and the results file re-scores to the same values."""
+    from collabzoo.bench import BenchRun, parse_team, run_bench
+    from collabzoo.bench.rescore import rescore
+
+    data = shared_data / "coophumaneval" / "CoopHumanEval.json"
+    outcome = run_bench(
+        BenchRun(
+            "coophumaneval",
+            parse_team("hf:smollm2-135m-instruct"),
+            episodes=2,
+            env_kwargs={"data": str(data), "sandbox": docker_sandbox},
+            sampling=Sampling(max_new_tokens=96),
+        ),
+        tmp_path,
+        progress=False,
+    )
+    document = outcome.document
+    assert document["sandbox"]["backend"] == "docker"
+    turns = [t for e in document["episodes"] for t in e["turns"]]
+    assert len(turns) == 4  # two turns per episode
+    assert all(g["tokens"] > 0 for t in turns for g in t["generations"])
+    assert all(t["components"] for t in turns)  # the code reward's levels, scored
+    replayed = rescore(outcome.path, sandbox_factory=lambda: docker_sandbox)
+    assert replayed.ok and replayed.episodes == 2
