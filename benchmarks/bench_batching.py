@@ -50,7 +50,7 @@ def bench_rate(env: str, model: str, episodes: int, at_once: int, args: Any) -> 
             "--output",
             out,
             "--no-progress",
-            *[part for d in args.data for part in ("--data", d)],
+            *[part for d in args.data if d.startswith(f"{env}=") for part in ("--data", d)],
         ]
         started = time.perf_counter()
         if cli(command) != 0:

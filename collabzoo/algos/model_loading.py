@@ -253,10 +253,20 @@ def team_folders(path: str | Path, agents: Sequence[str]) -> dict[Path, list[str
     if not root.is_dir():
         return {}
     found: dict[Path, list[str]] = {}
+    saved = []  # subfolders holding a model or an adapter: the policies of a saved team
     for child in sorted(p for p in root.iterdir() if p.is_dir()):
+        if (child / "config.json").is_file() or (child / ADAPTER_CONFIG).is_file():
+            saved.append(child.name)
         names = child.name.split("+")
         if all(name in agents for name in names):
             found[child] = names
+    is_model = (root / "config.json").is_file() or (root / ADAPTER_CONFIG).is_file()
+    if not found and saved and not is_model:
+        raise ValueError(
+            f"checkpoint {path} holds policies for {', '.join(saved)}, none of them for this "
+            f"run's agents ({', '.join(agents)}; the single protocol's one agent plays every "
+            f"role): bench one policy as the whole team, e.g. hf:{root / saved[0]}"
+        )
     if not found:
         return {}
     covered = [a for names in found.values() for a in names]
