@@ -8,7 +8,9 @@ one.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,13 @@ def echo(batches: list[list[str]]):
     return run
 
 
+def in_play(batcher: CallBatcher, count: int) -> contextlib.ExitStack:
+    stack = contextlib.ExitStack()
+    for _ in range(count):
+        stack.enter_context(batcher.episode())
+    return stack
+
+
 def call_together(batcher: CallBatcher, calls: list[list[str]]) -> list[list[str]]:
     results: list[list[str]] = [[] for _ in calls]
 
@@ -45,10 +54,10 @@ def call_together(batcher: CallBatcher, calls: list[list[str]]) -> list[list[str
 
 def test_calls_that_arrive_together_are_one_batch_and_each_gets_its_rows() -> None:
     batches: list[list[str]] = []
-    batcher = CallBatcher(echo(batches), gather_s=5.0)
-    batcher.expected = 4
+    batcher = CallBatcher(echo(batches), gather_s=30.0)
     calls = [[f"e{i} a", f"e{i} b"] for i in range(4)]
-    results = call_together(batcher, calls)
+    with in_play(batcher, 4):  # four episodes in play: the batch waits for all four calls
+        results = call_together(batcher, calls)
     assert len(batches) == 1 and sorted(batches[0]) == sorted(p for c in calls for p in c)
     assert results == [[f"answer to {p}" for p in call] for call in calls]
     assert batcher.batches == [8]
@@ -57,17 +66,35 @@ def test_calls_that_arrive_together_are_one_batch_and_each_gets_its_rows() -> No
 def test_a_batch_starts_after_the_wait_when_fewer_calls_come() -> None:
     batches: list[list[str]] = []
     batcher = CallBatcher(echo(batches), gather_s=0.05)
-    batcher.expected = 16  # more than will come: the wait ends it
-    assert call_together(batcher, [["x"], ["y"]]) == [["answer to x"], ["answer to y"]]
+    with in_play(batcher, 16):  # more than will call: the safety wait ends it
+        assert call_together(batcher, [["x"], ["y"]]) == [["answer to x"], ["answer to y"]]
     assert sum(len(b) for b in batches) == 2
+
+
+def test_an_episode_that_ends_releases_the_batch_waiting_for_it() -> None:
+    batches: list[list[str]] = []
+    batcher = CallBatcher(echo(batches), gather_s=60.0)
+    done: list[str] = []
+    with batcher.episode():
+        ending = batcher.episode()
+        ending.__enter__()  # a second episode in play, which will end without calling
+        caller = threading.Thread(
+            target=lambda: done.extend(g.text for g in batcher.generate(["p"], GREEDY, [0]))
+        )
+        started = time.monotonic()
+        caller.start()
+        time.sleep(0.2)
+        assert not done  # the batch waits for the other episode's call
+        ending.__exit__(None, None, None)
+        caller.join(timeout=30)
+    assert done == ["answer to p"] and time.monotonic() - started < 10
 
 
 def test_a_failed_batch_fails_every_caller_of_it() -> None:
     def broken(prompts, sampling, seed):
         raise RuntimeError("out of memory")
 
-    batcher = CallBatcher(broken, gather_s=1.0)
-    batcher.expected = 3
+    batcher = CallBatcher(broken, gather_s=30.0)
     errors: list[str] = []
 
     def one() -> None:
@@ -77,10 +104,11 @@ def test_a_failed_batch_fails_every_caller_of_it() -> None:
             errors.append(str(error))
 
     threads = [threading.Thread(target=one) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    with in_play(batcher, 3):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
     assert errors == ["out of memory"] * 3
 
 

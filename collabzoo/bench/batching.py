@@ -1,11 +1,12 @@
 """Many episodes' generate calls as one batched call on a local model.
 
 The bench plays several episodes at once on threads; each turn, an episode asks its model for
-its agents' answers and waits. `CallBatcher` gathers the calls that arrive together (every
-live episode's prompts of a turn) and makes one padded call for all of them: the first caller
-leads, waits until `expected` calls are in or `gather_s` has passed, runs the batch, and hands
-each caller its own rows. Calls arriving while a batch runs form the next one, so episodes
-that finish early simply drop out and the rest go on batched.
+its agents' answers and waits. `CallBatcher` gathers the calls of every live episode (the
+bench counts episodes in and out with `episode()`) and makes one padded call for all of them:
+the first caller leads, waits until every live episode has called (an episode still scoring
+its last turn in the sandbox is waited for) or `gather_s` has passed, runs the batch, and
+hands each caller its own rows. Episodes that finish leave the count, so the rest go on
+batched.
 
 Greedy decoding gives every row what a call of its own would (the test checks it); sampled
 rows draw from one generator seeded by the batch's first call, so a sampled run repeats
@@ -14,16 +15,17 @@ exactly only one episode at a time (`--episodes-at-once 1`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from collabzoo.bench.models import Generation, Sampling
 
-GATHER_S = 0.25
-"""Longest wait for the other episodes' calls before a batch starts (seconds): short against
-a generate call on a CPU or GPU, long against an env step between turns."""
+GATHER_S = 30.0
+"""Longest wait for the other live episodes' calls before a batch starts anyway (seconds): a
+safety net; batches normally start as soon as every live episode has called."""
 
 Batch = Callable[[list[str], Sampling, int | None], list[Generation]]
 """(every prompt of the batch, the sampling, the seed) -> one generation per prompt."""
@@ -45,13 +47,25 @@ class CallBatcher:
     def __init__(self, run: Batch, *, gather_s: float = GATHER_S) -> None:
         self.run = run
         self.gather_s = gather_s
-        self.expected = 1
-        """Calls a batch waits for (the episodes played at once); set by the bench."""
+        self.live = 0
+        """Episodes in play (`episode()`): the calls a batch waits for; 0 waits for none."""
         self.batches: list[int] = []
         """Rows of each batch run so far (how well the batching worked)."""
         self._changed = threading.Condition()
         self._pending: list[_Call] = []
         self._running = False
+
+    @contextlib.contextmanager
+    def episode(self) -> Iterator[None]:
+        """Count an episode in play while the block runs."""
+        with self._changed:
+            self.live += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.live -= 1
+                self._changed.notify_all()  # a leader waiting for this episode's call
 
     def generate(
         self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]
@@ -76,7 +90,7 @@ class CallBatcher:
     def _lead(self) -> None:
         deadline = time.monotonic() + self.gather_s
         with self._changed:
-            while len(self._pending) < self.expected:
+            while len(self._pending) < self.live:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break

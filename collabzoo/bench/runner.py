@@ -399,10 +399,10 @@ def run_bench(
         env = getattr(local, "env", None)
         if env is None:
             env = local.env = spare.pop() if spare else make(entry.id, **made_with)
-        return play_episode(env, team, protocol, plan_item, run.sampling)
+        with team.episode():  # batching models wait for the calls of the episodes in play
+            return play_episode(env, team, protocol, plan_item, run.sampling)
 
     workers = max(1, min(team.episodes_at_once(run.options), len(pending)))
-    team.expect_calls(workers)
     pool = DaemonPool(workers, "episode")
     queue = iter(pending)  # handed out one per free worker: after a failure, none starts
     futures: set[Future] = {pool.submit(play, p) for p in itertools.islice(queue, workers)}

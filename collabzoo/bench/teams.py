@@ -20,9 +20,10 @@ shared. In Python, `PolicyTeam` makes a team of any text policies (callables).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,12 +139,16 @@ class Team:
             return max(1, options.episodes_at_once)
         return 1
 
-    def expect_calls(self, count: int) -> None:
-        """Tell batching models how many episodes play at once (how many calls to gather)."""
-        for model in self.distinct:
-            batcher = getattr(model, "batcher", None)
-            if batcher is not None:
-                batcher.expected = count
+    @contextlib.contextmanager
+    def episode(self) -> Iterator[None]:
+        """Count one episode in play for every batching model of the team (their batches wait
+        for the calls of the episodes in play)."""
+        with contextlib.ExitStack() as stack:
+            for model in self.distinct:
+                batcher = getattr(model, "batcher", None)
+                if batcher is not None:
+                    stack.enter_context(batcher.episode())
+            yield
 
 
 # ----- specs --------------------------------------------------------------------------------
