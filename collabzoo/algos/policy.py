@@ -574,42 +574,34 @@ class LLMPolicy:
         flow through the shared cache as through K separate copies.
         """
         with torch.profiler.record_function("collabzoo.score"):
-            return self._score_rows(prompts, completions, sampling, entropy, prompt_hidden)
-
-    def _score_rows(
-        self,
-        prompts: Sequence[Sequence[int]],
-        completions: Sequence[Sequence[int]],
-        sampling: Sampling | None,
-        entropy: bool | str,
-        prompt_hidden: bool,
-    ) -> Scored:
-        if len(prompts) != len(completions):
-            raise ValueError(
-                f"{len(prompts)} prompts but {len(completions)} completions: one each expected"
-            )
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token (encode_prompt never is empty)")
-        groups: dict[tuple[int, ...], int] = {}
-        row_group = [groups.setdefault(tuple(p), len(groups)) for p in prompts]
-        parts = self.body_and_head()
-        shared = self.share_prompts and len(groups) < len(prompts)
-        if parts is not None:
-            body, head = parts
+            if len(prompts) != len(completions):
+                raise ValueError(
+                    f"{len(prompts)} prompts but {len(completions)} completions: one each expected"
+                )
+            if any(len(p) == 0 for p in prompts):
+                raise ValueError(
+                    "every prompt needs at least one token (encode_prompt never is empty)"
+                )
+            groups: dict[tuple[int, ...], int] = {}
+            row_group = [groups.setdefault(tuple(p), len(groups)) for p in prompts]
+            parts = self.body_and_head()
+            shared = self.share_prompts and len(groups) < len(prompts)
+            if parts is not None:
+                body, head = parts
+                if shared:
+                    scored = self._lean_shared(
+                        body, head, list(groups), row_group, completions, sampling, entropy
+                    )
+                    if scored is not None:
+                        return scored
+                return self._lean_joint(body, head, prompts, completions, sampling, entropy)
             if shared:
-                scored = self._lean_shared(
-                    body, head, list(groups), row_group, completions, sampling, entropy
+                scored = self._score_shared(
+                    list(groups), row_group, completions, sampling, entropy, prompt_hidden
                 )
                 if scored is not None:
                     return scored
-            return self._lean_joint(body, head, prompts, completions, sampling, entropy)
-        if shared:
-            scored = self._score_shared(
-                list(groups), row_group, completions, sampling, entropy, prompt_hidden
-            )
-            if scored is not None:
-                return scored
-        return self._score_joint(prompts, completions, sampling, entropy, prompt_hidden)
+            return self._score_joint(prompts, completions, sampling, entropy, prompt_hidden)
 
     def body_and_head(self) -> tuple[Any, Any] | None:
         """The model's transformer and LM head when scoring can run them apart (see

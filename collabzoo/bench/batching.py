@@ -19,7 +19,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from collabzoo.bench.models import Generation, Sampling
 
@@ -38,7 +38,7 @@ class _Call:
     seed: int | None
     result: list[Generation] | None = None
     error: BaseException | None = None
-    done: bool = field(default=False)
+    done: bool = False
 
 
 class CallBatcher:
