@@ -384,3 +384,27 @@ def test_an_existing_run_is_neither_overwritten_nor_mixed_up(tmp_path: Path, cap
 def test_leaderboard_of_a_missing_folder(capsys) -> None:
     assert main(["leaderboard", "/no/such/results/folder"]) == 2
     assert "no such results folder or file" in capsys.readouterr().err
+
+
+def test_strbuild_adjacency_of_an_empty_wall_is_undefined_not_perfect(tmp_path: Path) -> None:
+    """The reference scores adjacency 0 (its best) when no two blocks touch; the leaderboard
+    leaves such episodes out of Adj's mean and says so, while the reward keeps the 0."""
+    from collabzoo.bench.teams import PolicyTeam
+    from collabzoo.envs.scripted_teams import strbuild_naive
+
+    calls = iter(range(10_000))
+
+    def empty_on_odd_episodes(observation: str) -> str:  # episodes run one by one, 4 turns each
+        return "" if (next(calls) // 8) % 2 else strbuild_naive(observation)
+
+    team = PolicyTeam("half-empty", empty_on_odd_episodes)
+    outcome = run_bench(BenchRun("strbuild", team, episodes=4), tmp_path, progress=False)
+    finals = [e["final_metrics"] for e in outcome.document["episodes"]]
+    assert [m["touching_pairs"] > 0 for m in finals] == [True, False, True, False]
+    assert all(m["adjacency"] == 0.0 for m in finals[1::2]), "the reference's 0 is kept"
+    adj = outcome.document["summary"]["Adj"]
+    assert adj["n"] == 2
+    assert adj["mean"] == pytest.approx(50 * (finals[0]["adjacency"] + finals[2]["adjacency"]))
+    tables = parse_tables(run_cli("leaderboard", str(tmp_path)).stdout)
+    (row,) = [r for r in tables["StrBuild"] if r["Method"] == "half-empty"]
+    assert row["Adj % ↓"].endswith("(2 of 4 defined)"), row

@@ -111,6 +111,7 @@ def plain_strbuild_score(target, world, palettes) -> RewardBreakdown:
         "coverage": coverage,
         "extra": extra_ratio,
         "adjacency": adjacency,
+        "touching_pairs": float(pairs),
         "iou": covered / union if union else 0.0,
         "missing_palettes": float(missing),
     }

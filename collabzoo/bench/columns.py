@@ -4,6 +4,9 @@ Time is wall-clock seconds per episode, Cost is generated tokens per episode (su
 agents, turns and protocol rounds), and each score column is an env metric of the episode's
 LAST turn (the team's final answer) times 100: Score = `score` (writing), Pass = `pass`
 (code), Adj = `adjacency` and IoU = `iou` (StrBuild), HP = `hp` and IoU = `iou` (HouseBuild).
+StrBuild's Adj is undefined for a build with no two touching blocks (an empty wall): the
+reference's reward counts it as 0, its best value, but the column leaves such episodes out of
+its mean and says how many it kept, so an empty wall never reads as perfect.
 An env this table does not know gets one column, Reward %: the last turn's team reward over
 the env's `max_reward`.
 """
@@ -24,8 +27,16 @@ class Column:
     metric: str
     higher_is_better: bool = True
     scale: float = 100.0
+    defined_by: str | None = None
+    """A metric that must be positive for this one to mean anything (e.g. StrBuild's Adj needs
+    touching blocks): where it is 0 the episode's value is NaN, left out of the mean, and the
+    leaderboard says over how many episodes the column was defined."""
 
     def value(self, final_metrics: Mapping[str, Any]) -> float:
+        if self.defined_by is not None:
+            guard = final_metrics.get(self.defined_by)
+            if isinstance(guard, (int, float)) and not isinstance(guard, bool) and guard <= 0:
+                return math.nan
         raw = final_metrics.get(self.metric)
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
             return math.nan
@@ -55,7 +66,10 @@ TASKS: dict[str, TaskColumns] = {
     "mbpp": TaskColumns("MBPP", (Column("Pass", "pass"),), "Pass"),
     "strbuild": TaskColumns(
         "StrBuild",
-        (Column("Adj", "adjacency", higher_is_better=False), Column("IoU", "iou")),
+        (
+            Column("Adj", "adjacency", higher_is_better=False, defined_by="touching_pairs"),
+            Column("IoU", "iou"),
+        ),
         "IoU",
     ),
     "housebuild": TaskColumns("HouseBuild", (Column("HP", "hp"), Column("IoU", "iou")), "IoU"),

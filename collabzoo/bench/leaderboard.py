@@ -42,6 +42,9 @@ class Row:
     published: bool = False
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    defined: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Score column -> (episodes where it is defined, episodes), for columns undefined in some
+    (StrBuild's Adj on a wall with no touching blocks)."""
 
 
 def find_results(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[dict], list[str]]:
@@ -88,13 +91,17 @@ def _protocol_label(document: dict[str, Any]) -> str:
 def _local_row(document: dict[str, Any], columns: TaskColumns) -> Row:
     summary = document["summary"]
     cells = {}
+    done, planned = summary["episodes"], document.get("episodes_planned")
+    defined = {}
     for name in [TIME, COST, *(c.name for c in columns.columns)]:
         entry = summary.get(name) or {}
         mean = entry.get("mean")
         low, high = (entry.get("ci95") or [None, None])[:2]
         half = (high - low) / 2 if low is not None and high is not None else math.nan
         cells[name] = (math.nan if mean is None else float(mean), half)
-    done, planned = summary["episodes"], document.get("episodes_planned")
+        kept = entry.get("n")
+        if any(c.name == name and c.defined_by for c in columns.columns) and kept != done:
+            defined[name] = (int(kept or 0), int(done))
     episodes = str(done)
     if planned and done != planned:
         episodes = f"{done}/{planned} ({document.get('status', 'partial')})"
@@ -106,6 +113,7 @@ def _local_row(document: dict[str, Any], columns: TaskColumns) -> Row:
         episodes=episodes,
         cells=cells,
         source=str(document.get("_path", "")),
+        defined=defined,
     )
 
 
@@ -192,7 +200,11 @@ def _cells(row: Row, columns: TaskColumns) -> list[str]:
     values = []
     for name in names:
         mean, half = row.cells.get(name, (math.nan, math.nan))
-        values.append(_cell(mean, half, _digits(name, mean, row.published)))
+        cell = _cell(mean, half, _digits(name, mean, row.published))
+        if name in row.defined:
+            kept, done = row.defined[name]
+            cell += f" ({kept} of {done} defined)"
+        values.append(cell)
     return [row.method, row.protocol, row.data, row.split, row.episodes, *values]
 
 

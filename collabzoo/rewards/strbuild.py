@@ -204,6 +204,8 @@ def score_world(
         if above is not None:
             pairs += 1
             same += above == tex
+    # The reference takes 0 when no two filled cells touch (an empty wall too): the reward keeps
+    # that; `touching_pairs` lets a report tell "no same-texture neighbours" from "no neighbours".
     adjacency = same / pairs if pairs else 0.0
 
     missing = sum(1 for p in palettes if not {b for b in p if b != AIR} <= present)
@@ -219,6 +221,7 @@ def score_world(
         "coverage": coverage,
         "extra": extra_ratio,
         "adjacency": adjacency,
+        "touching_pairs": float(pairs),
         "iou": covered / union if union else 0.0,
         "missing_palettes": float(missing),
     }
