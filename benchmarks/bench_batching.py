@@ -3,10 +3,12 @@
 For each task: `collabzoo bench` plays `--episodes` episodes of a real model (SmolLM2-135M-
 Instruct by default) in the `parallel` protocol, first one episode at a time
 (`--episodes-at-once 1`), then all at once (their prompts of a turn in one padded generate);
-then one plain `model.generate` over the same first-turn rows (the agents' prompts under the
-chat template, left padded, the same sampling). Reported: generated tokens per second of wall
-time for each, and the ratios batched / plain and batched / one by one. The bench's time
-includes what the plain call skips (env steps, scoring, later turns), which is the point.
+then plain `model.generate` calls over the same rows: the batched run's episodes are replayed
+through the env to rebuild every turn's prompts, and each turn's rows (of the episodes still in
+play) go to one left-padded `generate`, timed alone. Reported: generated tokens per second of
+wall time for each, and the ratios batched / plain and batched / one by one. The bench's time
+includes what the plain calls skip (loading the model, env steps, scoring between turns),
+which is the point.
 
 Greedy decoding, so the three make comparable rows (and the batched run's answers equal the
 one-by-one run's). Torch uses `--threads` threads.
@@ -35,7 +37,7 @@ def bench_rate(env: str, model: str, episodes: int, at_once: int, args: Any) -> 
             "--env",
             env,
             "--team",
-            f"hf:{model}",
+            f"{args.engine}:{model}",
             "--protocol",
             "parallel",
             "--greedy",
@@ -57,50 +59,63 @@ def bench_rate(env: str, model: str, episodes: int, at_once: int, args: Any) -> 
             raise SystemExit(f"bench failed: {' '.join(command)}")
         seconds = time.perf_counter() - started
         (path,) = Path(out).glob("*.json")
-        found = read_results(path)["episodes"]
+        found = sorted(read_results(path)["episodes"], key=lambda e: e["index"])
     tokens = sum(e["cost"] for e in found)
-    first = [
-        sorted(e["turns"][0]["actions"].items()) for e in sorted(found, key=lambda e: e["index"])
-    ]
-    return {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds, "first": first}
+    actions = [[sorted(t["actions"].items()) for t in e["turns"]] for e in found]
+    return {
+        "seconds": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "actions": actions,
+        "plan": [(e["task"], e["seed"]) for e in found],
+    }
 
 
-def plain_rate(env: str, model: str, episodes: int, args: Any) -> dict[str, Any]:
-    """One left-padded `generate` over the bench's first-turn rows (same seeds, same tasks)."""
+def turn_rows(env: str, played: dict[str, Any], args: Any) -> list[list[str]]:
+    """Every turn's prompts of the bench's episodes, rebuilt by replaying their actions through
+    the env: rows[k] holds turn k's prompts of the episodes still in play at turn k."""
+    import collabzoo
+
+    made = collabzoo.make(env, **data_kwargs(env, args.data))
+    rows: list[list[str]] = []
+    for (task, seed), turns in zip(played["plan"], played["actions"], strict=True):
+        observations, _ = made.reset(seed=seed, options={"task": task, "split": "eval"})
+        for k, actions in enumerate(turns):
+            if k == len(rows):
+                rows.append([])
+            rows[k] += [observations[a] for a in made.possible_agents]
+            observations, *_ = made.step(dict(actions))
+    return rows
+
+
+def plain_rate(env: str, model: str, played: dict[str, Any], args: Any) -> dict[str, Any]:
+    """One left-padded `generate` per turn over the bench's rows of that turn."""
     import torch
 
-    import collabzoo
     from collabzoo.algos import LLMPolicy, load_causal_lm
     from collabzoo.algos.placement import set_torch_threads
-    from collabzoo.bench.runner import plan_episodes
 
     set_torch_threads(args.threads)
-    made = collabzoo.make(env, **data_kwargs(env, args.data))
-    plan = plan_episodes(made, "eval", episodes, seed=0)
-    rows = []
-    for item in plan:
-        observations, _ = made.reset(seed=item.seed, options={"task": item.task, "split": "eval"})
-        rows += [observations[a] for a in made.possible_agents]
     network, tokenizer = load_causal_lm(model)
     policy = LLMPolicy(network, tokenizer, max_prompt_tokens=4096, keep_generation_config=True)
-    encoded = [policy.encode_prompt(r) for r in rows]
-    ids, attention, _ = policy._left_padded(encoded)
-    started = time.perf_counter()
-    with torch.no_grad():
-        output = network.generate(
-            input_ids=ids,
-            attention_mask=attention,
-            max_new_tokens=args.new_tokens,
-            do_sample=False,
-            pad_token_id=policy.pad_id,
-            eos_token_id=policy.stop_ids,
-        )
-    seconds = time.perf_counter() - started
     stops = set(policy.stop_ids)
-    tokens = 0
-    for row in output[:, ids.size(1) :].tolist():
-        end = next((j for j, t in enumerate(row) if t in stops), None)
-        tokens += len(row) if end is None else end + 1
+    seconds, tokens = 0.0, 0
+    for rows in turn_rows(env, played, args):
+        ids, attention, _ = policy._left_padded([policy.encode_prompt(r) for r in rows])
+        started = time.perf_counter()
+        with torch.no_grad():
+            output = network.generate(
+                input_ids=ids,
+                attention_mask=attention,
+                max_new_tokens=args.new_tokens,
+                do_sample=False,
+                pad_token_id=policy.pad_id,
+                eos_token_id=policy.stop_ids,
+            )
+        seconds += time.perf_counter() - started
+        for row in output[:, ids.size(1) :].tolist():
+            end = next((j for j, t in enumerate(row) if t in stops), None)
+            tokens += len(row) if end is None else end + 1
     return {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds}
 
 
@@ -116,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--envs", default="tldr,coophumaneval")
     parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument(
+        "--engine", choices=("hf", "vllm"), default="hf", help="the bench team's kind"
+    )
     parser.add_argument("--episodes", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=1)
@@ -126,16 +144,17 @@ def main(argv: list[str] | None = None) -> int:
     for env in args.envs.split(","):
         one = bench_rate(env, args.model, args.episodes, 1, args)
         batched = bench_rate(env, args.model, args.episodes, args.episodes, args)
-        plain = plain_rate(env, args.model, args.episodes, args)
+        plain = plain_rate(env, args.model, batched, args)
         row = {
             "env": env,
             "episodes": args.episodes,
-            "one_by_one": {k: v for k, v in one.items() if k != "first"},
-            "batched": {k: v for k, v in batched.items() if k != "first"},
+            "engine": args.engine,
+            "one_by_one": {k: one[k] for k in ("seconds", "tokens", "tokens_per_s")},
+            "batched": {k: batched[k] for k in ("seconds", "tokens", "tokens_per_s")},
             "plain_generate": plain,
             "batched_over_plain": batched["tokens_per_s"] / plain["tokens_per_s"],
             "batched_over_one_by_one": batched["tokens_per_s"] / one["tokens_per_s"],
-            "same_answers": one["first"] == batched["first"],
+            "same_answers": one["actions"] == batched["actions"],
         }
         report.append(row)
         print(

@@ -22,9 +22,11 @@ from collabzoo.bench.results import read_results
 GREEDY = Sampling(max_new_tokens=4, greedy=True)
 
 
-def echo(batches: list[list[str]]):
-    def run(prompts: list[str], sampling: Sampling, seed: int | None) -> list[Generation]:
+def echo(batches: list[list[str]], seeds_seen: list[list[int]] | None = None):
+    def run(prompts: list[str], sampling: Sampling, seeds: list[int]) -> list[Generation]:
         batches.append(list(prompts))
+        if seeds_seen is not None:
+            seeds_seen.append(list(seeds))
         return [Generation(f"answer to {p}", 1, "stop") for p in prompts]
 
     return run
@@ -41,7 +43,8 @@ def call_together(batcher: CallBatcher, calls: list[list[str]]) -> list[list[str
     results: list[list[str]] = [[] for _ in calls]
 
     def one(index: int) -> None:
-        got = batcher.generate(calls[index], GREEDY, [index])
+        seeds = [100 * index + row for row in range(len(calls[index]))]
+        got = batcher.generate(calls[index], GREEDY, seeds)
         results[index] = [g.text for g in got]
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
@@ -54,13 +57,23 @@ def call_together(batcher: CallBatcher, calls: list[list[str]]) -> list[list[str
 
 def test_calls_that_arrive_together_are_one_batch_and_each_gets_its_rows() -> None:
     batches: list[list[str]] = []
-    batcher = CallBatcher(echo(batches), gather_s=30.0)
+    seeds: list[list[int]] = []
+    batcher = CallBatcher(echo(batches, seeds), gather_s=30.0)
     calls = [[f"e{i} a", f"e{i} b"] for i in range(4)]
     with in_play(batcher, 4):  # four episodes in play: the batch waits for all four calls
         results = call_together(batcher, calls)
     assert len(batches) == 1 and sorted(batches[0]) == sorted(p for c in calls for p in c)
     assert results == [[f"answer to {p}" for p in call] for call in calls]
     assert batcher.batches == [8]
+    # every row keeps its own call's seed, in the batch's row order (vLLM seeds rows one by one)
+    expected = [100 * int(p[1]) + (p[-1] == "b") for p in batches[0]]
+    assert seeds == [expected]
+
+
+def test_a_call_needs_a_seed_per_prompt() -> None:
+    batcher = CallBatcher(echo([]), gather_s=0.05)
+    with pytest.raises(ValueError, match="2 prompts need as many seeds, got 1"):
+        batcher.generate(["a", "b"], GREEDY, [7])
 
 
 def test_a_batch_starts_after_the_wait_when_fewer_calls_come() -> None:
@@ -91,7 +104,7 @@ def test_an_episode_that_ends_releases_the_batch_waiting_for_it() -> None:
 
 
 def test_a_failed_batch_fails_every_caller_of_it() -> None:
-    def broken(prompts, sampling, seed):
+    def broken(prompts, sampling, seeds):
         raise RuntimeError("out of memory")
 
     batcher = CallBatcher(broken, gather_s=30.0)

@@ -8,8 +8,10 @@ its last turn in the sandbox is waited for) or `gather_s` has passed, runs the b
 hands each caller its own rows. Episodes that finish leave the count, so the rest go on
 batched.
 
-Greedy decoding gives every row what a call of its own would (the test checks it); sampled
-rows draw from one generator seeded by the batch's first call, so a sampled run repeats
+Greedy decoding gives every row what a call of its own would (the test checks it). Each row
+keeps its own seed: an engine that seeds rows one by one (vLLM) repeats a sampled run exactly
+however the rows were batched; transformers' `generate` draws every row from one generator,
+which an `hf:` team seeds with the batch's first row's seed, so there a sampled run repeats
 exactly only one episode at a time (`--episodes-at-once 1`).
 """
 
@@ -27,15 +29,15 @@ GATHER_S = 30.0
 """Longest wait for the other live episodes' calls before a batch starts anyway (seconds): a
 safety net; batches normally start as soon as every live episode has called."""
 
-Batch = Callable[[list[str], Sampling, int | None], list[Generation]]
-"""(every prompt of the batch, the sampling, the seed) -> one generation per prompt."""
+Batch = Callable[[list[str], Sampling, list[int]], list[Generation]]
+"""(every prompt of the batch, the sampling, each prompt's seed) -> one generation per prompt."""
 
 
 @dataclass
 class _Call:
     prompts: list[str]
     sampling: Sampling
-    seed: int | None
+    seeds: list[int]
     result: list[Generation] | None = None
     error: BaseException | None = None
     done: bool = False
@@ -70,7 +72,9 @@ class CallBatcher:
     def generate(
         self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]
     ) -> list[Generation]:
-        call = _Call(list(prompts), sampling, seeds[0] if seeds else None)
+        if len(seeds) != len(prompts):
+            raise ValueError(f"{len(prompts)} prompts need as many seeds, got {len(seeds)}")
+        call = _Call(list(prompts), sampling, list(seeds))
         with self._changed:
             self._pending.append(call)
             self._changed.notify_all()
@@ -101,8 +105,9 @@ class CallBatcher:
             groups.setdefault(call.sampling, []).append(call)
         for sampling, calls in groups.items():
             prompts = [p for call in calls for p in call.prompts]
+            seeds = [s for call in calls for s in call.seeds]
             try:
-                generations = self.run(prompts, sampling, calls[0].seed)
+                generations = self.run(prompts, sampling, seeds)
             except BaseException as error:  # every caller of the batch sees the failure
                 for call in calls:
                     call.error, call.done = error, True

@@ -553,8 +553,9 @@ def add_commands(commands: Any) -> None:
         type=int,
         default=ModelOptions.episodes_at_once,
         metavar="N",
-        help="hf: episodes played at once, their prompts of a turn in one padded generate; "
-        "1: one by one (a sampled run then repeats exactly)",
+        help="hf, vllm: episodes played at once, their prompts of a turn in one batched "
+        "generate; 1: one by one (for hf, a sampled run then repeats exactly; vllm seeds each "
+        "row, so its runs repeat either way)",
     )
     hf.add_argument("--max-prompt-tokens", type=int, default=ModelOptions.max_prompt_tokens)
     hf.add_argument(

@@ -21,7 +21,7 @@ ADAPTER_CONFIG = "adapter_config.json"
 
 class HFModel:
     """An `LLMPolicy` as a team member. The calls of the episodes played at once are gathered
-    into one padded `generate` (`CallBatcher`), seeded by the batch's first call."""
+    into one padded `generate` (`CallBatcher`), seeded by the batch's first row's seed."""
 
     kind = "hf"
     concurrent = False
@@ -38,7 +38,7 @@ class HFModel:
         return self.batcher.generate(prompts, sampling, seeds)
 
     def _generate_batch(
-        self, prompts: list[str], sampling: Sampling, seed: int | None
+        self, prompts: list[str], sampling: Sampling, seeds: list[int]
     ) -> list[Generation]:
         import torch
 
@@ -52,8 +52,8 @@ class HFModel:
             do_sample=not sampling.greedy,
         )
         with self._lock:
-            if seed is not None:
-                torch.manual_seed(seed)
+            if seeds:  # one generator for the whole batch: transformers has no per-row seeds
+                torch.manual_seed(seeds[0])
             completions = self.policy.generate(prompts, settings)
         generations = []
         for completion in completions:

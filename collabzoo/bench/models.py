@@ -143,9 +143,10 @@ class ModelOptions:
     api_key_env: str = "OPENAI_API_KEY"
     """openai: the environment variable holding the API key (local servers need none)."""
     episodes_at_once: int = 8
-    """hf: episodes played at once, every live episode's prompts of a turn in one padded
-    `generate`; 1 plays them one by one (and a sampled run repeats exactly). Their key/value
-    caches share the device: lower it for a large model with long prompts."""
+    """hf, vllm: episodes played at once, every live episode's prompts of a turn in one batched
+    `generate`; 1 plays them one by one (for hf, the only way a sampled run repeats exactly;
+    vLLM seeds each row). Their key/value caches share the device: lower it for a large model
+    with long prompts."""
     threads: int | None = None
     """hf: torch's CPU threads; None: the given cores the load average leaves free (see
     `collabzoo.algos.placement.set_torch_threads`)."""

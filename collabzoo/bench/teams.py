@@ -130,12 +130,12 @@ class Team:
 
     def episodes_at_once(self, options: ModelOptions) -> int:
         """Episodes played concurrently: an endpoint-only team fills its request slots; a team
-        of Hugging Face models plays `options.episodes_at_once`, their calls batched together
-        (`CallBatcher`); other local models one at a time (their agents are batched)."""
+        of local models (Hugging Face, vLLM) plays `options.episodes_at_once`, their calls
+        batched together (`CallBatcher`); other teams one at a time (their agents are batched)."""
         models = self.distinct
         if models and all(m.kind == "openai" for m in models):
             return max(1, options.concurrency)
-        if models and all(m.kind == "hf" for m in models):
+        if models and all(getattr(m, "batcher", None) is not None for m in models):
             return max(1, options.episodes_at_once)
         return 1
 

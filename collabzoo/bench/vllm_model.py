@@ -20,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from collabzoo.bench.batching import CallBatcher
 from collabzoo.bench.hf_model import ADAPTER_CONFIG, HF_TOKENS, adapter_folder, assign_members
 from collabzoo.bench.models import Generation, ModelOptions, Sampling, TeamError
 
@@ -28,20 +29,37 @@ MEMORY_SETTINGS = frozenset({"gpu_memory_utilization", "kv_cache_memory_bytes"})
 
 
 class VLLMModel:
-    """One engine (and, for a LoRA team, one adapter) as a team member."""
+    """One engine (and, for a LoRA team, one adapter) as a team member. The calls of the
+    episodes played at once go to the engine as one `generate` (`CallBatcher`); vLLM seeds each
+    row on its own, so a sampled run is the same however its episodes were batched."""
 
     kind = "vllm"
     concurrent = False
 
-    def __init__(self, engine: Any, encoder: Any, lora: Any, source: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        encoder: Any,
+        lora: Any,
+        source: dict[str, Any],
+        lock: threading.Lock | None = None,
+    ) -> None:
         self.engine = engine
         self.encoder = encoder
         self.lora = lora
         self.source = source
-        self._lock = threading.Lock()
+        self._lock = lock or threading.Lock()
+        """Held around every call of the engine: one per engine, which a LoRA team's members
+        share (their episodes' batches may come from several threads at once)."""
+        self.batcher = CallBatcher(self._generate_batch)
 
     def generate(
         self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]
+    ) -> list[Generation]:
+        return self.batcher.generate(prompts, sampling, seeds)
+
+    def _generate_batch(
+        self, prompts: list[str], sampling: Sampling, seeds: list[int]
     ) -> list[Generation]:
         from vllm import SamplingParams
 
@@ -60,7 +78,7 @@ class VLLMModel:
                     temperature=sampling.temperature,
                     top_p=sampling.top_p,
                     top_k=sampling.top_k or 0,
-                    seed=seeds[row] if row < len(seeds) else None,
+                    seed=seeds[row],
                 )
             params.append(SamplingParams(**options))
         with self._lock:
@@ -146,6 +164,7 @@ def load_vllm_team(
         ) from None
 
     engines: dict[str, Any] = {}
+    locks: dict[str, threading.Lock] = {}
     adapter_ids = itertools.count(1)  # vLLM tells adapters apart by a unique integer
 
     def member(target: str, agent: str | None) -> VLLMModel:
@@ -161,7 +180,9 @@ def load_vllm_team(
         if adapter is None:
             if target not in engines:
                 engines[target] = _engine(target, options)
-            return VLLMModel(engines[target], _encoder(target, options), None, source)
+                locks[target] = threading.Lock()
+            encoder = _encoder(target, options)
+            return VLLMModel(engines[target], encoder, None, source, locks[target])
         config = json.loads((adapter / ADAPTER_CONFIG).read_text(encoding="utf-8"))
         base = config.get("base_model_name_or_path")
         if not base:
@@ -169,10 +190,11 @@ def load_vllm_team(
         key = f"lora:{base}"
         if key not in engines:
             engines[key] = _engine(base, options, lora_rank=int(config.get("r", 8)))
+            locks[key] = threading.Lock()
         name = agent or adapter.name
         request = LoRARequest(name, next(adapter_ids), str(adapter))
         source.update(base_model=base, adapter=name)
         tokens = str(folder) if (folder / "tokenizer_config.json").is_file() else base
-        return VLLMModel(engines[key], _encoder(tokens, options), request, source)
+        return VLLMModel(engines[key], _encoder(tokens, options), request, source, locks[key])
 
     return assign_members(targets, agents, member, "vLLM models")
