@@ -58,7 +58,7 @@ def report(folder: Path) -> list[str]:
         )
         answers = sum(len(t["generations"]) for e in episodes for t in e["turns"])
         shown.append(f"cut at the token limit {ended}/{answers}")
-        name = path.name.split("__hf-")[0].replace("__", " ")
+        name = " ".join(path.name.split("__")[:2])  # env and protocol
         lines.append(f"{name}: " + "; ".join(shown))
     return lines
 

@@ -1,9 +1,11 @@
 """Generation tokens/s: a vLLM engine against transformers' `generate` (through `LLMPolicy`),
 side by side on the same model, prompts and sampling settings, alternating for `--rounds`.
 
-Models (random weights, saved to a temporary folder first): `tiny` (a byte-level Qwen2 model
-with hidden 128 and 2 heads: vLLM's CPU attention needs head_dim 64) and `qwen2.5-0.5b` (the
-exact shape of Qwen2.5-0.5B, `collabzoo.algos.model_loading.shaped_causal_lm`, in bf16).
+Models: `tiny` (a byte-level Qwen2 model with hidden 128 and 2 heads, random weights: vLLM's
+CPU attention needs head_dim 64), `qwen2.5-0.5b` (the exact shape of Qwen2.5-0.5B,
+`collabzoo.algos.model_loading.shaped_causal_lm`, random weights in bf16), both saved to a
+temporary folder first, and `smollm2-135m-instruct`, the real pretrained model
+(`collabzoo model pull`, float32).
 Both sides get the same prompt token ids and generate `--new-tokens` tokens per row: the stop
 token is one of the vocabulary's ids and the rows run to the end whatever is sampled.
 
@@ -37,7 +39,9 @@ def save_model(kind: str, folder: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="tiny", choices=("tiny", "qwen2.5-0.5b"))
+    parser.add_argument(
+        "--model", default="tiny", choices=("tiny", "qwen2.5-0.5b", "smollm2-135m-instruct")
+    )
     parser.add_argument("--rows", type=int, default=32)
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=64)
@@ -52,8 +56,13 @@ def main() -> None:
     from collabzoo.algos.sampling import Sampling
 
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / args.model
-        save_model(args.model, folder)
+        if args.model == "smollm2-135m-instruct":
+            from collabzoo.algos.pretrained import resolve_model
+
+            folder = Path(resolve_model(args.model))
+        else:
+            folder = Path(tmp) / args.model
+            save_model(args.model, folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype="auto")
         vocab = model.config.vocab_size
 

@@ -51,6 +51,25 @@ from collabzoo.algos.sampling import Sampling
 CPU_KV_CACHE_BYTES = 2**30
 """KV cache of an engine on a machine without CUDA, unless `vllm_kwargs` sets one."""
 
+
+def cpu_engine_settings(max_model_len: int | None) -> dict[str, Any]:
+    """`vllm.LLM` settings an engine needs on a machine without CUDA.
+
+    - An explicit KV cache (`CPU_KV_CACHE_BYTES`): vLLM's CPU backend reserves
+      `gpu_memory_utilization` (0.9) of the machine's memory and refuses to start when less is
+      free (page cache counts against it in a container).
+    - Whole prefills: when a prompt's prefill is split across steps, vLLM's worker rewinds the
+      row's seeded generator, which a CPU generator cannot do (the engine dies with "CPU
+      Generator does not use offset" once a batch of long, seeded prompts outgrows the token
+      budget). Without chunking, a step's token budget must hold one full sequence.
+    """
+    settings: dict[str, Any] = {"kv_cache_memory_bytes": CPU_KV_CACHE_BYTES}
+    if max_model_len:
+        settings.update(
+            enable_chunked_prefill=False, max_num_batched_tokens=max(max_model_len, 2048)
+        )
+    return settings
+
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 """The adapter ranks vLLM's LoRA kernels are built for; an engine takes the smallest that holds
 every adapter it serves."""
@@ -211,7 +230,7 @@ class VLLMGenerator:
             "disable_log_stats": True,
         }
         if not torch.cuda.is_available():
-            settings["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
+            settings.update(cpu_engine_settings(settings["max_model_len"]))
         if lora_ranks:
             settings.update(
                 enable_lora=True,
@@ -414,4 +433,10 @@ class VLLMGenerator:
             torch.cuda.empty_cache()
 
 
-__all__ = ["CPU_KV_CACHE_BYTES", "VLLMGenerator", "base_model_state", "engine_key"]
+__all__ = [
+    "CPU_KV_CACHE_BYTES",
+    "VLLMGenerator",
+    "base_model_state",
+    "cpu_engine_settings",
+    "engine_key",
+]

@@ -26,6 +26,20 @@ from collabzoo.bench.models import Generation, ModelOptions, Sampling, TeamError
 
 MEMORY_SETTINGS = frozenset({"gpu_memory_utilization", "kv_cache_memory_bytes"})
 """`vllm.LLM` settings that size the engine's memory: given one, the bench adds none."""
+SCHEDULING_SETTINGS = frozenset({"enable_chunked_prefill", "max_num_batched_tokens"})
+"""`vllm.LLM` settings of the prefill schedule: given one, the bench adds none."""
+
+
+def _context_length(model: str) -> int | None:
+    """The model's own context length, from its config (None when it does not say)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model)
+    except (OSError, ValueError):
+        return None
+    length = getattr(config.get_text_config(), "max_position_embeddings", None)
+    return int(length) if isinstance(length, int) and length > 0 else None
 
 
 class VLLMModel:
@@ -127,7 +141,7 @@ def _engine(model: str, options: ModelOptions, *, lora_rank: int | None = None) 
     import torch
     from vllm import LLM
 
-    from collabzoo.algos.vllm_generation import CPU_KV_CACHE_BYTES
+    from collabzoo.algos.vllm_generation import cpu_engine_settings
 
     settings: dict[str, Any] = {
         "model": model,
@@ -136,11 +150,14 @@ def _engine(model: str, options: ModelOptions, *, lora_rank: int | None = None) 
         "skip_tokenizer_init": True,  # prompts arrive as token ids, encoded by collabzoo
     }
     chosen = options.vllm_kwargs or {}
-    if not torch.cuda.is_available() and not MEMORY_SETTINGS & chosen.keys():
-        # vLLM's CPU backend reserves gpu_memory_utilization (0.9) of the machine's memory and
-        # refuses to start when less is free (page cache counts against it in a container):
-        # an explicit KV cache, as the trainer's engines get, starts on a busy machine too.
-        settings["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
+    if not torch.cuda.is_available():  # as the trainer's engines on such a machine
+        cpu = cpu_engine_settings(chosen.get("max_model_len") or _context_length(model))
+        if MEMORY_SETTINGS & chosen.keys():
+            cpu.pop("kv_cache_memory_bytes")
+        if SCHEDULING_SETTINGS & chosen.keys():
+            cpu.pop("enable_chunked_prefill", None)
+            cpu.pop("max_num_batched_tokens", None)
+        settings.update(cpu)
     if lora_rank is not None:
         settings.update(enable_lora=True, max_lora_rank=max(8, lora_rank), max_loras=4)
     settings.update(chosen)

@@ -9,6 +9,7 @@ the default tiny model's head_dim 16.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -129,3 +130,33 @@ def test_greedy_vllm_answers_equal_the_hf_teams(
     if kind == "checkpoint":  # each agent played its own adapter: the answers differ by agent
         by_agent = {a: [(t, n) for g, t, n in results["vllm"] if g == a] for a in ("alpha", "beta")}
         assert by_agent["alpha"] != by_agent["beta"]
+
+
+def test_a_sampled_run_of_the_real_model_is_the_same_batched_or_one_by_one(
+    smollm2: Path, tmp_path: Path
+) -> None:
+    """SmolLM2-135M-Instruct on vLLM, TLDR at the reference sampling settings: vLLM seeds each
+    row, so four episodes played at once (their prompts of a turn in one engine call) give the
+    answers the same episodes give one at a time, while the answers differ between episodes;
+    and a call of eight long seeded prompts, which vLLM would prefill in chunks and a CPU engine
+    cannot, gives each prompt's answer of a call of its own."""
+    episodes = 4
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.vllm.sampled_batches", str(tmp_path), str(episodes)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, root_causes(done)
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("REPORT ")]
+    report = json.loads(line.removeprefix("REPORT "))
+    one, batched = report["1"], report[str(episodes)]
+    assert max(one["batches"]) == 2  # the two agents of one episode
+    assert max(batched["batches"]) > 2  # rows of several episodes in one engine call
+    assert len(batched["answers"]) == episodes and batched["answers"] == one["answers"]
+    distinct = {json.dumps(e, sort_keys=True) for e in batched["answers"]}
+    assert len(distinct) == episodes, "each episode's sampled answers are its own"
+    # eight long seeded prompts in one call: whole prefills (a split one kills a CPU engine)
+    long = report["long"]
+    assert sum(long["prompt_tokens"]) > 2 * 4096 and max(long["prompt_tokens"]) < 4096
+    assert long["together"] == long["alone"] and len(set(long["together"])) > 1
