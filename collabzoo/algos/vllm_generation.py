@@ -70,6 +70,7 @@ def cpu_engine_settings(max_model_len: int | None) -> dict[str, Any]:
         )
     return settings
 
+
 LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 """The adapter ranks vLLM's LoRA kernels are built for; an engine takes the smallest that holds
 every adapter it serves."""
