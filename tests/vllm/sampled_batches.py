@@ -2,7 +2,8 @@
 hence the main guard): one vLLM engine serving SmolLM2-135M-Instruct plays the same sampled
 TLDR episodes one at a time and all at once, then answers eight long seeded prompts in one
 call and one by one (a batch far over vLLM's default prefill budget of 4,096 tokens, which a CPU
-engine must not split); prints the answers and batch sizes as JSON.
+engine must not split), and loads the team again (a later run of the process reuses the
+engine); prints what it saw as JSON.
 
     python -m tests.vllm.sampled_batches OUTPUT_FOLDER EPISODES
 """
@@ -73,6 +74,8 @@ def main(output: Path, episodes: int) -> None:
         "together": [g.text for g in together],
         "alone": [g.text for g in alone],
     }
+    again = load_local_team("vllm", [MODEL], agents, ModelOptions(dtype="float32"))
+    report["same_engine"] = all(m.engine is model.engine for m in again.values())
     print("REPORT " + json.dumps(report))
 
 
