@@ -92,6 +92,19 @@ def _run_in_child(job: tuple[str, int, int, int]) -> list[float]:
     return run(*job)
 
 
+def run_all(
+    learners: list[str], seeds: list[int], budget: int, every: int, workers: int
+) -> dict[str, list[list[float]]]:
+    """{learner: one curve per seed}, each run in a child process of its own."""
+    jobs = [(n, s, budget, every) for n in learners for s in seeds]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(_run_in_child, jobs))
+    curves: dict[str, list[list[float]]] = {}
+    for (name, _, _, _), curve in zip(jobs, results, strict=True):
+        curves.setdefault(name, []).append(curve)
+    return curves
+
+
 def table(curves: dict[str, list[list[float]]], every: int) -> str:
     """Mean curve over the seeds per learner, and each seed's final return."""
     width = max(len(runs[0]) for runs in curves.values())
@@ -189,12 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         curves, seeds, every = saved["curves"], saved["seeds"], saved["every"]
     else:
         seeds, every = args.seeds, args.every
-        jobs = [(n, s, args.budget, every) for n in args.learners for s in seeds]
-        with ProcessPoolExecutor(max_workers=args.workers) as pool:
-            results = list(pool.map(_run_in_child, jobs))
-        curves = {}
-        for (name, _, _, _), curve in zip(jobs, results, strict=True):
-            curves.setdefault(name, []).append(curve)
+        curves = run_all(args.learners, seeds, args.budget, every, args.workers)
     print(f"TinyCoop H=4, sparse reward, seeds {seeds}: eval mean return at env steps")
     print(table(curves, every))
     if args.json and not args.from_json:
