@@ -54,6 +54,7 @@ def main() -> None:
 
     from collabzoo.algos.policy import LLMPolicy
     from collabzoo.algos.sampling import Sampling
+    from collabzoo.algos.vllm_generation import cpu_engine_settings
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.model == "smollm2-135m-instruct":
@@ -80,7 +81,8 @@ def main() -> None:
         prompts = prompts.tolist()
         sampling = Sampling(args.new_tokens, temperature=0.6, top_p=0.6, top_k=50)
         started = time.perf_counter()
-        engine = LLM(model=str(folder), dtype="auto", seed=0, skip_tokenizer_init=True)
+        settings = {} if torch.cuda.is_available() else cpu_engine_settings(None)
+        engine = LLM(model=str(folder), dtype="auto", seed=0, skip_tokenizer_init=True, **settings)
         print(f"vLLM engine start: {time.perf_counter() - started:.1f} s", flush=True)
         params = SamplingParams(
             temperature=0.6, top_p=0.6, top_k=50, max_tokens=args.new_tokens, ignore_eos=True
