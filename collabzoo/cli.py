@@ -811,6 +811,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         ) from None
     if args.algo not in LEARNERS:
         raise UsageError(f"unknown learner {args.algo!r}; known: {', '.join(sorted(LEARNERS))}")
+    if args.eval_episodes < 0:
+        raise UsageError(
+            f"--eval-episodes must be 0 (no final eval) or more, got {args.eval_episodes}"
+        )
     config_class, trainer_class = LEARNERS[args.algo]
     entry = _checked(resolve, args.env)
     env_kwargs = _parse_env_args(args.env_arg)
@@ -854,16 +858,20 @@ def cmd_train(args: argparse.Namespace) -> int:
         last = trainer.train()
         if not trainer.is_main:  # torchrun: rank 0 evaluates, saves and reports
             return 0
-        evaluation = trainer.evaluate(args.eval_episodes)
+        evaluation = trainer.evaluate(args.eval_episodes) if args.eval_episodes > 0 else {}
         saved = trainer.save(f"{args.output}/final")
     finally:
         trainer.close()
     summary = {"updates": trainer.update, "train": last, "eval": evaluation, "saved": str(saved)}
     with open(f"{args.output}/summary.json", "w") as f:
         json.dump(summary, f, indent=2, default=float)
-    print(
-        f"final mean return (train batch): {_fmt(last.get('mean_return', math.nan))}; "
+    evaluated = (
         f"eval over {args.eval_episodes} episodes: {_fmt(evaluation['mean_return'])}"
+        if evaluation
+        else "no final eval (--eval-episodes 0)"
+    )
+    print(
+        f"final mean return (train batch): {_fmt(last.get('mean_return', math.nan))}; {evaluated}"
     )
     print(f"metrics: {args.output}/metrics.jsonl; policies: {saved}")
     return 0
@@ -1045,7 +1053,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="prompt budget of every policy (1024); longer prompts keep their end",
     )
     train.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
-    train.add_argument("--eval-episodes", type=int, default=16, help="episodes of the final eval")
+    train.add_argument(
+        "--eval-episodes", type=int, default=16, help="episodes of the final eval (0: none)"
+    )
     train.set_defaults(handler=cmd_train)
 
     sft = commands.add_parser(

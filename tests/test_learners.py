@@ -374,6 +374,18 @@ def test_collabzoo_train_end_to_end(algo: str, env: str, extra: list[str], tmp_p
     assert (tmp_path / "final").is_dir() and any((tmp_path / "final").iterdir())
 
 
+def test_train_with_no_final_eval_says_so(tmp_path, capsys) -> None:
+    """--eval-episodes 0 skips the final eval (it used to run the default count and report it
+    as "eval over 0 episodes")."""
+    from collabzoo.cli import main
+
+    command = ["train", "magrpo", "--env", "tinycoop", "--model", "tiny", "--output", str(tmp_path)]
+    settings = ["--set", "rollout_buffer_size=2", "--set", "num_generations=2"]
+    assert main([*command, "--updates", "1", *settings, "--eval-episodes", "0"]) == 0
+    assert "no final eval (--eval-episodes 0)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "summary.json").read_text())["eval"] == {}
+
+
 def test_settings_a_learner_refuses_are_usage_errors(tmp_path, capsys) -> None:
     from collabzoo.cli import main
 
@@ -390,6 +402,8 @@ def test_settings_a_learner_refuses_are_usage_errors(tmp_path, capsys) -> None:
     assert "NAME=DEVICE" in capsys.readouterr().err
     assert main([*command, "--critic-devices", "team=cpu"]) == 2
     assert "has no critics" in capsys.readouterr().err
+    assert main([*command, "--eval-episodes", "-1"]) == 2
+    assert "--eval-episodes must be 0 (no final eval) or more, got -1" in capsys.readouterr().err
     assert main([*command, "--vllm-kwargs", '{"enforce_eager": true}']) == 2
     assert "--vllm-kwargs: only with --generation vllm" in capsys.readouterr().err
     vllm = [*command, "--generation", "vllm"]
