@@ -207,3 +207,50 @@ def test_the_real_model_plays_coophumaneval_and_its_code_runs_in_docker(
     assert all(t["components"] for t in turns)  # the code reward's levels, scored
     replayed = rescore(outcome.path, sandbox_factory=lambda: docker_sandbox)
     assert replayed.ok and replayed.episodes == 2
+
+
+def test_episodes_a_call_apart_on_a_two_model_team_do_not_wait_for_each_other() -> None:
+    """A team with a model per agent shares one batcher. Episode A is at agent 1's model while
+    episode B is already at agent 2's (B started alone, so its first batch ran without A): the
+    two pending calls, to different models, make a full round and run at once, one batch per
+    model, instead of each waiting for the other until the 30 s safety net."""
+    first: list[list[str]] = []
+    second: list[list[str]] = []
+    batcher = CallBatcher(echo(first), gather_s=30.0)
+    done: dict[str, list[str]] = {}
+
+    def call(name: str, run, prompt: str) -> None:
+        done[name] = [g.text for g in batcher.generate([prompt], GREEDY, [0], run)]
+
+    with in_play(batcher, 2):
+        threads = [
+            threading.Thread(target=call, args=("a", echo(first), "a: agent 1")),
+            threading.Thread(target=call, args=("b", echo(second), "b: agent 2")),
+        ]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert time.monotonic() - started < 10
+    assert done == {"a": ["answer to a: agent 1"], "b": ["answer to b: agent 2"]}
+    assert first == [["a: agent 1"]] and second == [["b: agent 2"]]
+    assert sorted(batcher.batches) == [1, 1]
+
+
+def test_a_team_of_batching_models_shares_one_batcher() -> None:
+    from collabzoo.bench.teams import Team
+
+    class Member:  # the part of HFModel / VLLMModel a team looks at
+        kind = "hf"
+        concurrent = False
+
+        def __init__(self) -> None:
+            self.batcher = CallBatcher(echo([]))
+
+    one, two = Member(), Member()
+    team = Team("two models", {"agent_1": one, "agent_2": two})
+    assert one.batcher is two.batcher
+    with team.episode():
+        assert one.batcher.live == 1  # counted once, not once per model
+    assert one.batcher.live == 0

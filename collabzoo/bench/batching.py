@@ -38,13 +38,21 @@ class _Call:
     prompts: list[str]
     sampling: Sampling
     seeds: list[int]
+    run: Batch
     result: list[Generation] | None = None
     error: BaseException | None = None
     done: bool = False
 
 
 class CallBatcher:
-    """Concurrent `generate` calls to one model, run as batched calls of `run`."""
+    """Concurrent `generate` calls, run as batched calls of `run`.
+
+    One batcher may serve several models (a team with a model per agent shares one, see
+    `Team`): each call names its model's batch function, and a leader runs one batch per
+    model. A batch waits for a call from every live episode, to whichever model: with a batcher
+    per model, two episodes one call apart (one at agent 1's model, the other already at agent
+    2's) would each wait for the other until the safety net.
+    """
 
     def __init__(self, run: Batch, *, gather_s: float = GATHER_S) -> None:
         self.run = run
@@ -70,11 +78,17 @@ class CallBatcher:
                 self._changed.notify_all()  # a leader waiting for this episode's call
 
     def generate(
-        self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]
+        self,
+        prompts: Sequence[str],
+        sampling: Sampling,
+        seeds: Sequence[int],
+        run: Batch | None = None,
     ) -> list[Generation]:
+        """The generations of `prompts`, batched with the other live episodes' calls; `run` is
+        this call's model (default: the batcher's own)."""
         if len(seeds) != len(prompts):
             raise ValueError(f"{len(prompts)} prompts need as many seeds, got {len(seeds)}")
-        call = _Call(list(prompts), sampling, list(seeds))
+        call = _Call(list(prompts), sampling, list(seeds), run or self.run)
         with self._changed:
             self._pending.append(call)
             self._changed.notify_all()
@@ -100,14 +114,14 @@ class CallBatcher:
                     break
                 self._changed.wait(left)
             taken, self._pending = self._pending, []
-        groups: dict[Sampling, list[_Call]] = {}
-        for call in taken:  # one batch per sampling setting (a run has one)
-            groups.setdefault(call.sampling, []).append(call)
-        for sampling, calls in groups.items():
+        groups: dict[tuple[Batch, Sampling], list[_Call]] = {}
+        for call in taken:  # one batch per model and sampling setting (a run has one setting)
+            groups.setdefault((call.run, call.sampling), []).append(call)
+        for (run, sampling), calls in groups.items():
             prompts = [p for call in calls for p in call.prompts]
             seeds = [s for call in calls for s in call.seeds]
             try:
-                generations = self.run(prompts, sampling, seeds)
+                generations = run(prompts, sampling, seeds)
             except BaseException as error:  # every caller of the batch sees the failure
                 for call in calls:
                     call.error, call.done = error, True

@@ -81,6 +81,9 @@ class Team:
     def __init__(self, label: str, members: Mapping[str, TextModel]) -> None:
         self.label = label
         self.members = dict(members)
+        batching = [m for m in self.distinct if getattr(m, "batcher", None) is not None]
+        for model in batching[1:]:  # one batcher for the team: see CallBatcher
+            model.batcher = batching[0].batcher  # type: ignore[attr-defined]
 
     @property
     def distinct(self) -> list[TextModel]:
@@ -143,11 +146,10 @@ class Team:
     def episode(self) -> Iterator[None]:
         """Count one episode in play for every batching model of the team (their batches wait
         for the calls of the episodes in play)."""
+        batchers = {id(b): b for m in self.distinct if (b := getattr(m, "batcher", None))}
         with contextlib.ExitStack() as stack:
-            for model in self.distinct:
-                batcher = getattr(model, "batcher", None)
-                if batcher is not None:
-                    stack.enter_context(batcher.episode())
+            for batcher in batchers.values():
+                stack.enter_context(batcher.episode())
             yield
 
 

@@ -74,7 +74,7 @@ class VLLMModel:
     def generate(
         self, prompts: Sequence[str], sampling: Sampling, seeds: Sequence[int]
     ) -> list[Generation]:
-        return self.batcher.generate(prompts, sampling, seeds)
+        return self.batcher.generate(prompts, sampling, seeds, self._generate_batch)
 
     def _generate_batch(
         self, prompts: list[str], sampling: Sampling, seeds: list[int]
