@@ -47,13 +47,15 @@ def test_the_problems_outside_the_reference_slices_play_and_score(
     """HumanEval/32 and /163 are in no reference slice; split "all" plays them, and the oracle's
     answer (the reference solution, main a thin wrapper) scores as every other problem's. Like
     HumanEval/10, /32's solution calls a helper of the prompt (`poly`): it passes with
-    prompt_context="definitions", and fails under the reference's imports-only program."""
+    prompt_context="definitions" and the clean reading's split of `check` (the reference's
+    split finds no test in /32's check: its only assert does not name `candidate`)."""
     env = collabzoo.make(
         "humaneval",
         data=str(humaneval_path),
         split="all",
         sandbox=code_sandbox,
         prompt_context="definitions",
+        answer_reading="clean",
     )
     oracle = code_oracle(env.items())
     observations, infos = env.reset(options={"task": task})
@@ -63,11 +65,19 @@ def test_the_problems_outside_the_reference_slices_play_and_score(
     assert metrics["pass"] == 1.0 and metrics["tests_passed"] == metrics["tests_total"] > 0
     assert rewards["main"] == pytest.approx(MAX_SCORE - NOT_WRAPPER_REWARD)
     if task == "HumanEval/32":
-        reference = collabzoo.make(
-            "humaneval", data=str(humaneval_path), split="all", sandbox=code_sandbox
-        )
-        observations, _ = reference.reset(options={"task": task})
-        actions = {a: oracle(observations[a]) for a in reference.agents}
-        observations, rewards, *_ = reference.step(actions)
-        assert rewards["main"] == pytest.approx(1.5), "found, parses, no test passes"
-        assert "NameError: name 'poly' is not defined" in observations["main"]
+        for reading in ("reference", "clean"):
+            reference = collabzoo.make(
+                "humaneval",
+                data=str(humaneval_path),
+                split="all",
+                sandbox=code_sandbox,
+                answer_reading=reading,
+            )
+            observations, _ = reference.reset(options={"task": task})
+            actions = {a: oracle(observations[a]) for a in reference.agents}
+            observations, rewards, _, _, infos = reference.step(actions)
+            assert rewards["main"] == pytest.approx(1.5), "found, parses, no test passes"
+            if reading == "clean":
+                assert "NameError: name 'poly' is not defined" in observations["main"]
+            else:
+                assert infos["main"]["metrics"]["tests_total"] == 0

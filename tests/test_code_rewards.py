@@ -113,7 +113,8 @@ def test_factorize_uses_the_prompts_import(coop, sandbox) -> None:
         "        p = aux(n)\n        out.append(p)\n        n //= p\n    return out"
     )
     outcome = rules.evaluate_code(problem, aux, main, sandbox)
-    assert outcome.analysis.program.startswith("from typing import List\n\ndef aux(")
+    # the reference binds `math` for every program: the reference reading imports it
+    assert outcome.analysis.program.startswith("from typing import List\nimport math\n\ndef aux(")
     assert outcome.breakdown.total == pytest.approx(4.0)
 
 
@@ -124,14 +125,20 @@ def test_factorize_uses_the_prompts_import(coop, sandbox) -> None:
         'def x_or_y(n, x, y):\n    """Pick."""\n    # delegate\n    result = aux(n, x, y)\n'
         "    return result",
         "def x_or_y(n, x, y):\n    result: int = aux(n, x, y)\n    return result",
+        "def x_or_y(n, x, y):\n    return aux(n, x, y) or y",
     ],
-    ids=["return-aux", "assign-then-return", "annotated-assign"],
+    ids=["return-aux", "assign-then-return", "annotated-assign", "return-aux-and-more"],
 )
-def test_thin_wrappers_miss_the_not_wrapper_bonus(x_or_y, sandbox, main: str) -> None:
-    b = score(x_or_y, WHOLE_SOLUTION_AUX, main, sandbox)
-    assert b.total == pytest.approx(0.4 + 0.6 + 0.5 + 1.0 + 0.5)
-    assert b.components["not_wrapper"] == 0.0 and b.components["aux_called"] == 0.5
-    assert b.metrics["thin_wrapper"] == 1.0
+@pytest.mark.parametrize("reading", ["reference", "clean"])
+def test_thin_wrappers_miss_the_not_wrapper_bonus(x_or_y, sandbox, main: str, reading) -> None:
+    """The reference's line test misses an annotated assignment (its pattern reads the
+    annotation as the variable) and calls any one-line `return ...aux...` thin."""
+    b = score(x_or_y, WHOLE_SOLUTION_AUX, main, sandbox, answer_reading=reading)
+    thin = {"reference": ": int =" not in main, "clean": "or y" not in main}[reading]
+    assert b.components["aux_called"] == 0.5
+    assert b.components["not_wrapper"] == (0.0 if thin else 1.0)
+    assert b.total == pytest.approx(4.0 - (1.0 if thin else 0.0))
+    assert b.metrics["thin_wrapper"] == float(thin)
 
 
 def test_a_wrapper_that_adds_logic_is_not_thin(x_or_y, sandbox) -> None:
@@ -191,7 +198,7 @@ def test_syntax_error_stops_after_the_definitions(x_or_y) -> None:
     assert parts(b) == {"aux_defined": 0.4, "main_defined": 0.6}
     problem = outcome.analysis.syntax
     assert (problem.part, problem.part_line) == ("aux", 2)
-    assert problem.line == 2 and problem.column >= 1
+    assert problem.line == 4 and problem.column >= 1  # after `import math` and a blank line
     text = rules.level_feedback(outcome, "aux")
     assert "Syntax: ERROR in the aux code (yours), line 2, column" in text
     assert "Tests: not run" in text
@@ -270,11 +277,16 @@ def test_main_hiding_aux_inside_itself_earns_no_collaboration_bonus(x_or_y, sand
         "def x_or_y(n, x, y):\n    def aux(m):\n        return m > 1 and all(m % k for k in "
         "range(2, m))\n    if aux(n):\n        return x\n    return y"
     )
-    outcome = rules.evaluate_code(x_or_y, IS_PRIME, main, sandbox)
+    outcome = rules.evaluate_code(x_or_y, IS_PRIME, main, sandbox, answer_reading="clean")
     b = outcome.breakdown
     assert outcome.analysis.aux_shadowed and not outcome.analysis.aux_called
     assert parts(b) == {"aux_defined": 0.4, "main_defined": 0.6, "syntax_ok": 0.5, "tests": 1.0}
     assert "defines its own aux" in rules.level_feedback(outcome, "main")
+    # The reference: a nested def closes the enclosing function's block, so main's lines
+    # after it are dropped; what is left returns None and fails every test.
+    outcome = rules.evaluate_code(x_or_y, IS_PRIME, main, sandbox)
+    assert "if aux(n)" not in outcome.analysis.program
+    assert parts(outcome.breakdown) == {"aux_defined": 0.4, "main_defined": 0.6, "syntax_ok": 0.5}
 
 
 def test_aux_ignored_penalty_reference_pattern_and_variants(x_or_y, sandbox) -> None:
@@ -398,7 +410,7 @@ def test_a_wrapper_of_its_own_aux_is_no_thin_wrapper_of_the_partner(x_or_y, sand
     `aux` itself (here a parameter) only wraps its own function: no aux call, no thin
     wrapper, however thin its body."""
     wrapper = "def x_or_y(n, x, y, aux=lambda n, x, y: y):\n    return aux(n, x, y)"
-    outcome = rules.evaluate_code(x_or_y, IS_PRIME, wrapper, sandbox=sandbox)
+    outcome = rules.evaluate_code(x_or_y, IS_PRIME, wrapper, sandbox, answer_reading="clean")
     assert outcome.analysis.thin_wrapper and outcome.analysis.aux_shadowed
     metrics = outcome.breakdown.metrics
     assert (metrics["aux_used"], metrics["thin_wrapper"]) == (0.0, 0.0)
@@ -458,11 +470,13 @@ def test_every_canonical_humaneval_solution_passes(humaneval, sandbox) -> None:
     problems = [rules.CodeProblem.from_record(r) for r in humaneval]
     solutions = [r["prompt"] + r["canonical_solution"] for r in humaneval]
     pairs = [(p, "", main) for p, main in zip(problems, solutions, strict=True)]
-    reference = rules.evaluate_code_batch(pairs, sandbox)
+    reference = rules.evaluate_code_batch(pairs, sandbox, answer_reading="clean")
     failing = {o.problem.task_id for o in reference if o.breakdown.metrics["pass"] != 1.0}
     # these four need a helper of the prompt, which the reference program leaves out
     assert failing == {"HumanEval/10", "HumanEval/32", "HumanEval/38", "HumanEval/50"}
-    with_helpers = rules.evaluate_code_batch(pairs, sandbox, prompt_context="definitions")
+    with_helpers = rules.evaluate_code_batch(
+        pairs, sandbox, prompt_context="definitions", answer_reading="clean"
+    )
     assert all(o.breakdown.metrics["pass"] == 1.0 for o in with_helpers)
     assert all(o.breakdown.total == pytest.approx(2.1) for o in with_helpers)
 

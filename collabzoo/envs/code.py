@@ -77,6 +77,10 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
             bare `aux(...)` statement) or "off".
         prompt_context: what of the prompt joins the program: "imports" (reference) or
             "definitions" (also its other top-level functions, e.g. HumanEval/10's helper).
+        answer_reading: how answers and tests are read: "reference" (default: the reference's
+            text rules, so rewards equal the published ones on real output; see
+            `collabzoo.rewards.code_reference_reading`) or "clean" (balanced fences, functions
+            and returns found by Python's parser, tests split by the AST).
         splits: {"train": (start, stop), "eval": (start, stop)} slices of the dataset's
             records; default: the reference slices of the task. Split "all" is always every
             record.
@@ -115,6 +119,7 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
         feedback_tests: int | None = 1,
         aux_ignored_rule: str = "reference",
         prompt_context: str = "imports",
+        answer_reading: str = "reference",
         splits: SplitSlices | None = None,
         render_mode: str | None = None,
     ) -> None:
@@ -140,6 +145,7 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
             "aux_ignored_rule", aux_ignored_rule, rules.AUX_IGNORED_RULES
         )
         self.prompt_context = check_choice("prompt_context", prompt_context, rules.PROMPT_CONTEXTS)
+        self.answer_reading = check_choice("answer_reading", answer_reading, rules.ANSWER_READINGS)
         self.splits = dict(self.reference_splits if splits is None else splits)
         bounds_ok = all(
             isinstance(v, (tuple, list))
@@ -175,7 +181,7 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
 
     def _begin_episode(self, item: rules.CodeProblem, options: Mapping[str, Any]) -> dict[str, Any]:
         self._last = None
-        return {"entry_point": item.entry_point, "tests": len(item.tests)}
+        return {"entry_point": item.entry_point, "tests": len(item.tests_for(self.answer_reading))}
 
     # ----- prompts --------------------------------------------------------------------------
     def _role_prompt(self, agent: str) -> str:
@@ -262,6 +268,7 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
             max_timeouts=self.max_timeouts,
             aux_ignored_rule=self.aux_ignored_rule,
             prompt_context=self.prompt_context,
+            answer_reading=self.answer_reading,
         )
         self._last = outcome
         return TurnResult(
@@ -272,9 +279,10 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
 
     def _render_ansi(self) -> str:
         problem = self.item
+        tests = len(problem.tests_for(self.answer_reading))
         header = (
             f"{self.title} {problem.task_id} (entry point {problem.entry_point}, "
-            f"{len(problem.tests)} tests), after turn {self.turn} of {self.horizon}"
+            f"{tests} tests), after turn {self.turn} of {self.horizon}"
         )
         if self._last is None:
             return header

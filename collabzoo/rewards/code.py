@@ -19,7 +19,15 @@ section 3; max 4.0):
     +1.0  the entry point is not a thin wrapper (`return aux(...)`, or `x = aux(...)`; `return x`)
     -0.5  the reference's narrow "aux result ignored" pattern (see `aux_ignored_reference`)
 
-Reading an answer (every function here accepts any string and never executes it):
+Two readings of the answers and tests. `answer_reading="reference"`, the default, reproduces
+the reference's text rules (`collabzoo.rewards.code_reference_reading`: all fence markers
+deleted, functions found by indentation, "return" found as text, the tests split line by line,
+`math` bound for the program), so the rewards equal the published ones on what real models
+write, quirks included: on 240 real answer pairs of SmolLM2-135M-Instruct, the clean reading
+below differed from the reference on 41% of them. `answer_reading="clean"` is this module's
+parser-based reading, described in the rest of these notes.
+
+Reading an answer, clean (every function here accepts any string and never executes it):
 
 * Fences (`clean_answer`): a fence is a line that starts (after optional indentation) with
   three or more backticks or tildes; a block runs to the next line starting with three of the
@@ -88,6 +96,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from collabzoo.rewards import code_reference_reading as reference
 from collabzoo.rewards.breakdown import RewardBreakdown
 from collabzoo.sandbox import ExecResult, Job, default_sandbox
 
@@ -105,6 +114,9 @@ DEFAULT_MAX_TIMEOUTS = 3
 AUX_IGNORED_RULES = ("reference", "statement", "off")
 """`reference`: the reference's pattern (fires almost never); `statement`: any call of aux used
 as a bare statement, its result thrown away; `off`: no penalty."""
+ANSWER_READINGS = ("reference", "clean")
+"""How answers are read: `reference`, the reference's text rules (`code_reference_reading`:
+its rewards, quirks included), or `clean`, the parser-based reading of this module's notes."""
 PROMPT_CONTEXTS = ("imports", "definitions")
 """What of the problem prompt joins the program: its import lines (reference), or its imports
 and its other top-level functions and classes (which some HumanEval tests and solutions need)."""
@@ -573,6 +585,9 @@ class CodeProblem:
     helpers: tuple[str, ...] = field(init=False)
     """The prompt's top-level functions and classes other than the entry point (HumanEval/10's
     `is_palindrome`, /32's `poly`...): in the program only with prompt_context="definitions"."""
+    reference_tests: tuple[CheckTest, ...] = field(init=False)
+    """The tests as the reference splits `check` (answer_reading="reference"); may be empty."""
+    reference_imports: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         for name in ("task_id", "prompt", "test", "entry_point", "solution"):
@@ -589,6 +604,15 @@ class CodeProblem:
         object.__setattr__(self, "tests", tests)
         object.__setattr__(self, "imports", prompt_imports(self.prompt))
         object.__setattr__(self, "helpers", prompt_helpers(self.prompt, self.entry_point))
+        found = reference.tests_reference(self.test, self.entry_point)
+        object.__setattr__(
+            self, "reference_tests", tuple(CheckTest(t.code, t.shown) for t in found)
+        )
+        object.__setattr__(self, "reference_imports", reference.imports_reference(self.prompt))
+
+    def tests_for(self, answer_reading: str) -> tuple[CheckTest, ...]:
+        """The tests scored under an answer reading (see `ANSWER_READINGS`)."""
+        return self.reference_tests if answer_reading == "reference" else self.tests
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> CodeProblem:
@@ -700,14 +724,66 @@ def _defines_aux_elsewhere(main_code: str, main: FoundFunction | None) -> bool:
     return main is None or found.source.strip() not in main.source
 
 
+def _found_reference(answer: str, name: str) -> FoundFunction | None:
+    source = reference.function_reference(answer, name)
+    if not source:
+        return None
+    parses = len(source) <= MAX_CODE_CHARS and _parse(source) is not None
+    return FoundFunction(name, source, reference.has_return_reference(source), parses)
+
+
+def _analyze_reference(
+    problem: CodeProblem, aux_answer: str, main_answer: str, prompt_context: str
+) -> CodeAnalysis:
+    """`analyze_code` with the reference's reading (`code_reference_reading`)."""
+    aux = _found_reference(aux_answer, AUX_NAME)
+    main = _found_reference(main_answer, problem.entry_point)
+    main_source = main.source if main is not None else None
+    program, parts, syntax = None, (), None
+    if main is not None and main.has_return:
+        imports = problem.reference_imports + tuple(
+            f"import {name}"
+            for name in reference.PRELOADED_MODULES
+            if f"import {name}" not in problem.reference_imports
+        )
+        helpers = problem.helpers if prompt_context == "definitions" else ()
+        aux_code = reference.clean_reference(aux.source) if aux is not None else ""
+        main_code = reference.clean_reference(main.source)
+        program, parts = build_program(imports, aux_code or None, main_code, helpers)
+        syntax = syntax_problem(program, parts)
+    elsewhere = _found_reference(main_answer, AUX_NAME)
+    return CodeAnalysis(
+        aux=aux,
+        main=main,
+        program=program,
+        parts=parts,
+        syntax=syntax,
+        main_answer_defines_aux=elsewhere is not None
+        and (main is None or elsewhere.source not in main.source),
+        aux_shadowed=binds_aux(main_source),
+        aux_called=reference.calls_aux_reference(main_source or ""),
+        thin_wrapper=reference.is_wrapper_reference(main_source or ""),
+        discarded_calls=discarded_aux_calls(main_source),
+        aux_ignored_reference=aux_ignored_reference(main_source),
+    )
+
+
 def analyze_code(
-    problem: CodeProblem, aux_answer: str, main_answer: str, prompt_context: str = "imports"
+    problem: CodeProblem,
+    aux_answer: str,
+    main_answer: str,
+    prompt_context: str = "imports",
+    answer_reading: str = "reference",
 ) -> CodeAnalysis:
     """The static part of scoring an answer pair: nothing is executed. `prompt_context`:
     what of the prompt joins the program: "imports" (reference) or "definitions" (its imports
-    and its other top-level functions and classes)."""
+    and its other top-level functions and classes). `answer_reading`: see `ANSWER_READINGS`."""
     if prompt_context not in PROMPT_CONTEXTS:
         raise ValueError(f"prompt_context must be one of {PROMPT_CONTEXTS}")
+    if answer_reading not in ANSWER_READINGS:
+        raise ValueError(f"answer_reading must be one of {ANSWER_READINGS}")
+    if answer_reading == "reference":
+        return _analyze_reference(problem, aux_answer, main_answer, prompt_context)
     aux_code = clean_answer(aux_answer)
     main_code = clean_answer(main_answer)
     aux = find_function(aux_code, AUX_NAME)
@@ -745,7 +821,9 @@ class CodeOutcome:
     analysis: CodeAnalysis
     problem: CodeProblem
     result: ExecResult | None
-    """None when the tests did not run (main missing or a syntax error)."""
+    """None when the tests did not run (main missing, a syntax error, or no tests)."""
+    tests: tuple[CheckTest, ...] = ()
+    """The tests scored (the answer reading's split of the problem's `check`)."""
 
 
 def _breakdown(
@@ -804,19 +882,23 @@ def evaluate_code_batch(
     max_timeouts: int = DEFAULT_MAX_TIMEOUTS,
     aux_ignored_rule: str = "reference",
     prompt_context: str = "imports",
+    answer_reading: str = "reference",
 ) -> list[CodeOutcome]:
     """Score (problem, aux answer, main answer) triples, running every needed test job in ONE
     `sandbox.run_many` call. `sandbox=None`: `collabzoo.sandbox.default_sandbox()`, made only
-    if some pair reaches the tests."""
+    if some pair reaches the tests. `answer_reading`: see `ANSWER_READINGS`."""
     _check_options(timeout, max_timeouts, aux_ignored_rule)
-    analyses = [analyze_code(p, aux, main, prompt_context) for p, aux, main in pairs]
+    analyses = [
+        analyze_code(p, aux, main, prompt_context, answer_reading) for p, aux, main in pairs
+    ]
     jobs, owners = [], []
     for index, ((problem, _, _), analysis) in enumerate(zip(pairs, analyses, strict=True)):
-        if analysis.runs_tests:
+        tests = problem.tests_for(answer_reading)
+        if analysis.runs_tests and tests:
             jobs.append(
                 Job(
                     program=analysis.program,
-                    tests=tuple(t.code for t in problem.tests),
+                    tests=tuple(t.code for t in tests),
                     entry_point=problem.entry_point,
                     timeout=timeout,
                     max_timeouts=max_timeouts,
@@ -832,10 +914,13 @@ def evaluate_code_batch(
             results[index] = result
     return [
         CodeOutcome(
-            breakdown=_breakdown(analysis, result, len(problem.tests), aux_ignored_rule),
+            breakdown=_breakdown(
+                analysis, result, len(problem.tests_for(answer_reading)), aux_ignored_rule
+            ),
             analysis=analysis,
             problem=problem,
             result=result,
+            tests=problem.tests_for(answer_reading),
         )
         for (problem, _, _), analysis, result in zip(pairs, analyses, results, strict=True)
     ]
@@ -916,7 +1001,8 @@ def level_feedback(outcome: CodeOutcome, role: str, *, tests_shown: int | None =
         _definition_line(a.aux, "aux", "Define `def aux(...)` with a return statement."),
         _definition_line(a.main, entry, f"Define `def {entry}(...)` with a return statement."),
     ]
-    n = len(problem.tests)
+    tests = outcome.tests
+    n = len(tests)
     shown = n if tests_shown is None else max(0, min(int(tests_shown), n))
     if a.program is None:
         lines.append(f"- Syntax and tests: not checked ({entry} with a return is missing).")
@@ -940,7 +1026,7 @@ def level_feedback(outcome: CodeOutcome, role: str, *, tests_shown: int | None =
             failed = result.failed_test
             if failed is not None and failed < shown and not result.load_error:
                 error = (result.error or "failed")[:500]
-                lines.append(f"- First failing test: {problem.tests[failed].shown} -> {error}")
+                lines.append(f"- First failing test: {tests[failed].shown} -> {error}")
     if role in ("main", "solver") and a.main is not None:
         if a.aux_shadowed:
             usage = f"{entry} defines its own aux, which hides the shared helper"
