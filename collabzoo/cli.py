@@ -987,8 +987,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--model",
         default="tiny",
-        help="'tiny' (a byte-level model trained from "
-        "scratch, no download) or any Hugging Face causal LM id or path",
+        help="'tiny' (a byte-level model trained from scratch, no download), any Hugging Face "
+        "causal LM id or path, or a saved team folder: OUTPUT/final of an earlier `collabzoo "
+        "train` or `collabzoo sft`, one subfolder per policy named by its agents; each agent "
+        "goes on from its own saved policy (no --team)",
     )
     train.add_argument("--output", required=True, help="run directory")
     train.add_argument("--updates", type=int, default=100, help="optimizer updates (100)")

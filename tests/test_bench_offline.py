@@ -305,7 +305,10 @@ def test_interval_math() -> None:
     [
         (["--env", "nope", "--team", "scripted:oracle"], "unknown environment 'nope'"),
         (["--env", "strbuild", "--team", "gpt4"], "must start with a kind: KIND:TARGET"),
-        (["--env", "strbuild", "--team", "sglang:x"], "KIND one of scripted, hf, vllm, openai"),
+        (
+            ["--env", "strbuild", "--team", "sglang:x"],
+            "unknown kind 'sglang'; the known kinds are scripted, hf, vllm, openai",
+        ),
         (["--env", "strbuild", "--team", "scripted:genius"], "unknown scripted team 'genius'"),
         (["--env", "strbuild", "--team", "hf:"], "hf: needs a target"),
         (

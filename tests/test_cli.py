@@ -207,6 +207,20 @@ def test_user_mistakes_exit_2_with_one_error_line(argv, expected, capsys, monkey
     assert captured.out == ""
 
 
+def test_an_unknown_team_kind_is_named_with_the_known_ones(tmp_path, capsys):
+    """`foo:bar` does start with a kind, only an unknown one: the error says which, and what the
+    kinds are, instead of asking for a kind it already has."""
+    from collabzoo.bench.teams import KINDS
+
+    argv = ["bench", "--env", "tinycoop", "--team", "foo:bar", "--output", str(tmp_path)]
+    assert main([*argv, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("collabzoo: error: team 'foo:bar': unknown kind 'foo';"), err
+    assert f"the known kinds are {', '.join(KINDS)}" in err
+    assert "must start with a kind" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_bad_env_arg_message_names_what_the_env_accepts(capsys):
     assert main(["play", "strbuild", "--env-arg", "bogus=1"]) == 2
     err = capsys.readouterr().err
@@ -216,6 +230,16 @@ def test_bad_env_arg_message_names_what_the_env_accepts(capsys):
 def test_no_subcommand_prints_help_and_returns_2(capsys):
     assert main([]) == 2
     assert "usage: collabzoo" in capsys.readouterr().err
+
+
+def test_train_model_help_names_saved_team_folders(capsys):
+    """`--model` also takes the team a run or a warm start saved (`load_saved_team`): the help
+    says so, and where such a folder comes from."""
+    assert main(["train", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    model = help_text.split("--model MODEL", 2)[2].split("--output OUTPUT", 1)[0]
+    assert "saved team folder" in model
+    assert "OUTPUT/final of an earlier `collabzoo train` or `collabzoo sft`" in model
 
 
 def test_version(capsys):

@@ -174,10 +174,18 @@ def parse_team(spec: str) -> TeamSpec:
         if match and match.group("kind").lower() in KINDS:
             kind, target = match.group("kind").lower(), match.group("rest").strip()
         elif kind is None:
+            examples = (
+                "e.g. scripted:oracle, hf:Qwen/Qwen2.5-Coder-3B, "
+                "openai:http://localhost:8000/v1/my-model"
+            )
+            if match:  # it has a kind, just not one we know: saying it lacks one misleads
+                raise TeamError(
+                    f"team {spec!r}: unknown kind {match.group('kind')!r}; the known kinds are "
+                    f"{', '.join(KINDS)} ({examples})"
+                )
             raise TeamError(
                 f"team {spec!r} must start with a kind: KIND:TARGET with KIND one of "
-                f"{', '.join(KINDS)} (e.g. scripted:oracle, hf:Qwen/Qwen2.5-Coder-3B, "
-                "openai:http://localhost:8000/v1/my-model)"
+                f"{', '.join(KINDS)} ({examples})"
             )
         else:
             target = item
