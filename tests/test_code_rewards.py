@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import collabzoo
 from collabzoo.rewards import code as rules
 from tests.conftest import require
 
@@ -617,3 +618,52 @@ def test_parsing_is_safe_from_many_threads() -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+# ----- the reference's reading on what real models write ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("main", "reference_found", "clean_found"),
+    [
+        # code without an opening fence, a stray closing one, then prose: the reference deletes
+        # every marker and finds the function by indentation; the clean reading takes the text
+        # after the stray fence (prose) and finds nothing
+        (
+            "def x_or_y(n, x, y):\n    return x\n```\nThis returns x.\n```python\nprint(1)",
+            True,
+            False,
+        ),
+        # the only "return" is in the docstring: text for the reference, no return for the AST
+        ('def x_or_y(n, x, y):\n    """Pick: return x or y."""\n    print(x)', True, False),
+        # a bare `return` ending a truncated answer: no whitespace after it in stripped text
+        ("def x_or_y(n, x, y):\n    if n:\n        print(x)\n    return", False, True),
+    ],
+    ids=["unbalanced-fence", "docstring-return", "bare-trailing-return"],
+)
+def test_the_reference_reading_on_real_answer_shapes(
+    x_or_y, main: str, reference_found: bool, clean_found: bool
+) -> None:
+    for reading, found in (("reference", reference_found), ("clean", clean_found)):
+        analysis = rules.analyze_code(x_or_y, IS_PRIME, main, answer_reading=reading)
+        assert analysis.main_defined == found, reading
+
+
+def test_the_reference_keeps_the_last_copy_of_the_first_run_of_repeats(x_or_y) -> None:
+    """Small models repeat a definition until cut off: the reference keeps the last copy of
+    the first run of adjacent copies; another function in between ends that run."""
+    main = (
+        "def x_or_y(n, x, y):\n    return 1\n\ndef x_or_y(n, x, y):\n    return 2\n\n"
+        "def other():\n    return 0\n\ndef x_or_y(n, x, y):\n    return 3\n"
+    )
+    reference = rules.analyze_code(x_or_y, IS_PRIME, main).main.source
+    assert reference == "def x_or_y(n, x, y):\n    return 2"
+    clean = rules.analyze_code(x_or_y, IS_PRIME, main, answer_reading="clean").main.source
+    assert clean == "def x_or_y(n, x, y):\n    return 3"
+
+
+def test_an_unknown_answer_reading_is_a_clear_error(x_or_y) -> None:
+    with pytest.raises(ValueError, match="answer_reading must be one of"):
+        rules.analyze_code(x_or_y, IS_PRIME, IS_PRIME, answer_reading="ast")
+    with pytest.raises(ValueError, match="answer_reading"):
+        collabzoo.make("coophumaneval", answer_reading="ast")

@@ -23,9 +23,10 @@ Two readings of the answers and tests. `answer_reading="reference"`, the default
 the reference's text rules (`collabzoo.rewards.code_reference_reading`: all fence markers
 deleted, functions found by indentation, "return" found as text, the tests split line by line,
 `math` bound for the program), so the rewards equal the published ones on what real models
-write, quirks included: on 240 real answer pairs of SmolLM2-135M-Instruct, the clean reading
-below differed from the reference on 41% of them. `answer_reading="clean"` is this module's
-parser-based reading, described in the rest of these notes.
+write, quirks included: on the 149 real answer pairs of SmolLM2-135M-Instruct in the tests'
+conformance set, the clean reading below scores 57 (38%) differently from the reference.
+`answer_reading="clean"` is this module's parser-based reading, described in the rest of these
+notes.
 
 Reading an answer, clean (every function here accepts any string and never executes it):
 
