@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -286,6 +287,76 @@ def test_the_readme_quickstart_prints_what_the_readme_shows(tmp_path: Path) -> N
         assert cells(row) in printed, f"the README shows a row the command does not print:\n{row}"
 
 
+# ----- the hooks' Markdown -------------------------------------------------------------------
+@functools.cache
+def load_hook(name: str) -> types.ModuleType:
+    """A module of docs/hooks, imported as MkDocs imports a hook: registered under its name
+    (its dataclasses look their module up) with its folder on the import path (the hooks'
+    shared helpers import from there)."""
+    require_module("mkdocs", "docs")
+    spec = importlib.util.spec_from_file_location(name, DOCS / "hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(DOCS / "hooks"))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(DOCS / "hooks"))
+    return module
+
+
+def rendered(markdown_text: str) -> str:
+    """HTML as the site renders Markdown tables (Python-Markdown's tables extension)."""
+    markdown = require_module("markdown", "docs")
+    return markdown.markdown(markdown_text, extensions=["tables"])
+
+
+def test_config_tables_show_pipes_as_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python-Markdown shows a backslash inside a code span as typed, so a type written
+    `int \\| None` reached the reader with its backslash; outside code a pipe must still be
+    escaped, or it would split the cell."""
+    require_module("griffe", "docs")
+    monkeypatch.chdir(REPOSITORY)  # the hook reads the package from where MkDocs runs
+    tables = load_hook("config_tables")
+    pages = "".join(page.read_text() for page in (DOCS / "learners").glob("*.md"))
+    configs = tables.MARKER.findall(pages)
+    assert len(configs) >= 5
+    html = "".join(rendered(tables.table(config)) for config in configs)
+    assert "\\|" not in html
+    assert "<code>int | None</code>" in html
+    cells = load_hook("table_cells")
+    row = rendered(f"| a | b |\n|---|---|\n| {cells.cell('x | y `p | q`')} | z |")
+    assert "<td>x | y <code>p | q</code></td>" in row and "<td>z</td>" in row
+
+
+def test_card_errors_are_cut_at_a_word_with_an_ellipsis() -> None:
+    cards = load_hook("env_cards")
+    words = " ".join(f"word{i}" for i in range(200))
+    note = cards.episode_section(RuntimeError(words))
+    quoted = note.split("RuntimeError: ", 1)[1].rsplit(").", 1)[0]
+    assert quoted.endswith("…") and len(quoted) <= cards.ERROR_LIMIT
+    shown = quoted.removesuffix("…")
+    assert words.startswith(shown) and words[len(shown)] == " "  # cut between two words
+    short = cards.splits_section(NoItems(), "")
+    assert "(ValueError: no tasks | here). Set" in short.replace("\\|", "|")
+    assert "…" not in short
+
+
+class NoItems:
+    """An env whose tasks do not load, for the card's note."""
+
+    def items(self, split: str) -> list[str]:
+        raise ValueError("no tasks | here")
+
+
+def test_the_horizon_reads_as_a_count_of_turns() -> None:
+    cards = load_hook("env_cards")
+    glance = {entry.short_name: cards.glance_table(entry, entry.load()()) for entry in entries()}
+    assert "| Horizon | 4 turns (set with `horizon=`) |" in glance["strbuild"]
+    assert "| Horizon | 1 turn (set with `horizon=`) |" in glance["tinycoop"]
+    assert all("turn(s)" not in text for text in glance.values())
+
+
 # ----- the site --------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -357,6 +428,15 @@ def test_every_public_name_has_an_api_entry(site: Path) -> None:
     assert not missing, f"public names with no API reference entry: {missing}"
 
 
+def test_the_generated_tables_show_pipes_as_typed(site: Path) -> None:
+    """The learners' settings and the env cards, with the site's own Markdown extensions: a
+    type such as `int | None` shows its pipe, and no escaping backslash shows anywhere."""
+    pages = [*(site / "learners").rglob("*.html"), *(site / "envs").rglob("*.html")]
+    for page in pages:
+        assert "\\|" not in page.read_text(), f"{page.relative_to(site)} shows a backslash-pipe"
+    assert "<code>int | None</code>" in (site / "learners" / "magrpo" / "index.html").read_text()
+
+
 def test_the_site_names_no_path_of_the_build_machine(site: Path) -> None:
     forbidden = [str(REPOSITORY), str(_shared_data_dir().resolve()), str(Path.home())]
     for page in site.rglob("*.html"):
@@ -381,13 +461,18 @@ def test_the_readme_picture_is_what_the_env_plays_now() -> None:
 LOOKED_AT = {
     "index.html": {"images": 1},
     "envs/strbuild/index.html": {"tables": 5},
+    "envs/index.html": {
+        "tables": 2,
+        "whole": ".env-catalogue td:is(:nth-child(2), :nth-child(3)) code",
+    },
     "learners/magrpo/index.html": {"math": 5, "images": 1},
     "learners/index.html": {"math": 1, "images": 2},
     "performance/index.html": {"images": 3, "tables": 12},
     "reference/algos/index.html": {},
     "guides/sandbox/index.html": {},
 }
-"""Pages to render, and what each must show at least (images loaded, formulas, tables)."""
+"""Pages to render, and what each must show at least (images loaded, formulas, tables), and
+which elements must each sit on one line ("whole": a CSS selector)."""
 
 
 def chromium() -> str:
@@ -441,8 +526,9 @@ def test_the_pages_render_in_a_browser(served: str, tmp_path: Path) -> None:
             failed.clear()
             page.goto(served + path, wait_until="load")
             shown = page.evaluate(
-                """() => {
+                """(whole) => {
                 const article = document.querySelector("article");
+                const lines = e => new Set([...e.getClientRects()].map(r => Math.round(r.top)));
                 const images = [...article.querySelectorAll("img")];
                 const maths = [...article.querySelectorAll("math")];
                 return {
@@ -455,8 +541,12 @@ def test_the_pages_render_in_a_browser(served: str, tmp_path: Path) -> None:
                   }).length,
                   tex: /\\\\(frac|sum|mathcal|gamma)|\\$\\$/.test(article.innerText),
                   tables: article.querySelectorAll("table").length,
+                  whole: whole ? article.querySelectorAll(whole).length : 0,
+                  split: whole ? [...article.querySelectorAll(whole)]
+                    .filter(e => lines(e).size > 1).map(e => e.textContent) : [],
                 };
-            }"""
+            }""",
+                wants.get("whole", ""),
             )
             shot = tmp_path / (path.replace("/", "_") + ".png")
             page.screenshot(path=str(shot), full_page=False)
@@ -473,6 +563,10 @@ def test_the_pages_render_in_a_browser(served: str, tmp_path: Path) -> None:
                 problems.append(f"{path}: formulas not rendered: {shown}")
             if shown["tables"] < wants.get("tables", 0):
                 problems.append(f"{path}: {shown['tables']} tables, expected {wants['tables']}")
+            if "whole" in wants and not shown["whole"]:
+                problems.append(f"{path}: nothing matches {wants['whole']}")
+            if shown["split"]:
+                problems.append(f"{path}: broken over lines: {shown['split']}")
             if inked < 0.02:
                 problems.append(f"{path}: the screenshot is blank ({inked:.3f} inked)")
             if failed:

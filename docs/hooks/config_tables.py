@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 import griffe
+from table_cells import cell, code_cell
 
 log = logging.getLogger("mkdocs.hooks.config_tables")
 
@@ -64,14 +65,10 @@ def table(path: str) -> str:
         lines = ["| field | type | default | what it does |", "|---|---|---|---|"]
         for name, annotation, default, doc in rows:
             lines.append(
-                f"| `{name}` | `{escape(annotation)}` | `{escape(default)}` | {escape(doc)} |"
+                f"| `{name}` | {code_cell(annotation)} | {code_cell(default)} | {cell(doc)} |"
             )
         parts.append(f"**{title}** ({len(rows)})\n\n" + "\n".join(lines))
     return "\n\n".join(parts)
-
-
-def escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mkdocs.structure.files import File, Files
+from table_cells import cell, code_cell, shorten
 
 from collabzoo.bench.published import MODELS, PUBLISHED, SOURCE
 from collabzoo.bench.teams import NoScriptedTeam, scripted_policy
@@ -43,6 +44,10 @@ CATALOGUE_MARKER = "<!-- env-catalogue -->"
 EXAMPLE_TEAMS = ("oracle", "heuristic")
 """The scripted teams tried for the example episode, best first."""
 EXAMPLE = {"seed": 0, "split": "eval", "task": 0}
+ERROR_LIMIT = 300
+"""Characters of an error a card quotes where its tasks or its example episode failed."""
+CATALOGUE_CLASS = "env-catalogue"
+"""The class of the block around the catalogue, for its column styles in extra.css."""
 
 
 # ----- where a card's data comes from ---------------------------------------------------------
@@ -243,18 +248,6 @@ def fenced(text: str, language: str = "text", indent: str = "") -> str:
     return f"{indent}{fence}{language}\n{body}\n{indent}{fence}"
 
 
-def cell(text: str) -> str:
-    """Text safe inside a markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def code_cell(text: str) -> str:
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    ticks = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return cell(f"{ticks}{pad}{text}{pad}{ticks}")
-
-
 def number(value: float) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
@@ -319,7 +312,7 @@ def glance_table(entry: EnvEntry, env: Any) -> str:
     agents = env.possible_agents
     rows = [
         ("Agents, in play order", ", ".join(f"`{a}`" for a in agents)),
-        ("Horizon", f"{env.horizon} turn(s) (`horizon=`)"),
+        ("Horizon", horizon_text(env)),
         ("Observation space", f"`{env.observation_space(agents[0])!r}`: the agent's prompt"),
         ("Action space", f"`{env.action_space(agents[0])!r}`: one whole completion per turn"),
         ("State", f"`env.state()`, `{env.state_space!r}`: every agent's observation, labelled"),
@@ -331,6 +324,15 @@ def glance_table(entry: EnvEntry, env: Any) -> str:
         ),
     ]
     return "| property | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+
+
+def horizon_text(env: Any) -> str:
+    """The horizon as a count of turns, and the argument that sets it where the env has one
+    (a bare "(`horizon=`)" read like a value missing from the card)."""
+    turns = f"{env.horizon} turn" + ("" if env.horizon == 1 else "s")
+    if "horizon" in inspect.signature(type(env)).parameters:
+        return f"{turns} (set with `horizon=`)"
+    return turns
 
 
 def arguments_table(entry: EnvEntry, env_class: type, described: Mapping[str, str]) -> str:
@@ -358,7 +360,7 @@ def splits_section(env: Any, data_note: str) -> str:
         except Exception as error:
             return (
                 f'!!! warning "Not loaded for this build"\n    The tasks could not be loaded '
-                f"here ({type(error).__name__}: {cell(str(error))[:300]}). Set "
+                f"here ({type(error).__name__}: {cell(shorten(str(error), ERROR_LIMIT))}). Set "
                 "COLLABZOO_SHARED_DATA to a folder with the reference data, or build with the "
                 "Hugging Face hub in reach."
             )
@@ -410,7 +412,7 @@ def episode_section(episode: Episode | Exception) -> str:
     if isinstance(episode, Exception):
         return (
             f'!!! warning "Not played for this build"\n    The example episode could not be '
-            f"played here ({type(episode).__name__}: {cell(str(episode))[:300]})."
+            f"played here ({type(episode).__name__}: {cell(shorten(str(episode), ERROR_LIMIT))})."
         )
     lines = [
         f"{episode.team.capitalize()}, on task `{episode.task_id}` of split "
@@ -455,7 +457,9 @@ def episode_section(episode: Episode | Exception) -> str:
 
 def catalogue() -> str:
     """One row per registered env: the table of envs/index.md. An env made with its defaults
-    gives the agents and horizon (some set their roles per instance); making one loads no data."""
+    gives the agents and horizon (some set their roles per instance); making one loads no data.
+    The table sits in a block of its own class, so that extra.css can keep its names unbroken
+    (the theme lets code break anywhere, so a narrow column split a short name mid-word)."""
     rows = []
     for entry in entries():
         env = entry.load()()
@@ -464,10 +468,11 @@ def catalogue() -> str:
             f"{', '.join(f'`{a}`' for a in env.possible_agents)} | {env.horizon} | "
             f"{float(env.max_reward)!r} | {cell(entry.description)} |"
         )
-    return (
+    table = (
         "| env | short name | agents, in play order | H | max reward per turn | "
         "what the team does |\n|---|---|---|---:|---:|---|\n" + "\n".join(rows)
     )
+    return f'<div class="{CATALOGUE_CLASS}" markdown>\n\n{table}\n\n</div>'
 
 
 # ----- the hooks ------------------------------------------------------------------------------
