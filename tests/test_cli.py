@@ -262,7 +262,8 @@ def test_cli_does_not_import_the_learners():
 def test_play_a_code_task_with_blank_lines_in_the_answers(shared_data, code_sandbox) -> None:
     data = shared_data / "coophumaneval" / "CoopHumanEval.json"
     aux = "def aux(n):\n\n    return n > 1 and all(n % k for k in range(2, n))\nEND\n"
-    main_answer = "def x_or_y(n, x, y):\n\n    return x if aux(n) else y\nEND\n"
+    # two lines of body: the reference calls any one-line `return ...aux...` a thin wrapper
+    main_answer = "def x_or_y(n, x, y):\n\n    prime = aux(n)\n    return x if prime else y\nEND\n"
     result = run_cli(
         "play",
         "coophumaneval",
