@@ -123,6 +123,58 @@ def test_in_place_mutation_and_helper_functions_reach_the_tests(docker_sandbox) 
     assert result.passed == (True, True)
 
 
+def test_ints_beyond_4300_digits_cross_both_ways(docker_sandbox) -> None:
+    """Python refuses int-to-decimal conversions beyond 4,300 digits. Ints cross in hex (no
+    decimal at all), and the runner and the tests may print up to 100,000 digits; beyond that
+    the failure names the limit."""
+    result = docker_sandbox.run(
+        "def f(n):\n    return 10**n\n"
+        "def echo(x):\n    return x\n"
+        "def text(n):\n    return str(10**n)\n"
+        "BIG = 10**5000\n",
+        [
+            "assert candidate(5000) == 10**5000",
+            "assert candidate(200_000) == 10**200_000",
+            "assert echo(-(10**5000)) == -(10**5000)",
+            "assert echo([10**5000, 1, -2]) == [10**5000, 1, -2]",
+            "assert echo({10**5000: (10**4400, b'x')}) == {10**5000: (10**4400, b'x')}",
+            "assert BIG == 10**5000",
+            "assert text(99_999) == '1' + '0' * 99_999",
+            "assert str(candidate(99_999)) == '1' + '0' * 99_999",
+            "text(100_000)",
+        ],
+        30.0,
+        entry_point="f",
+    )
+    assert result.passed == (True,) * 8 + (False,), result
+    assert result.failed_test == 8 and "limit (100000 digits)" in result.error, result.error
+
+
+def test_million_element_arguments_and_answers_cross(docker_sandbox) -> None:
+    """Each argument or answer below holds a million elements: within the container's memory
+    limit (512 MB) and the bound of 4 million values per message."""
+    result = docker_sandbox.run(
+        "def f(xs):\n    return sum(xs)\n"
+        "def size(x):\n    return len(x)\n"
+        "def pairs(n):\n    return [(i, -i) for i in range(n)]\n"
+        "def table(n):\n    return {i: str(i) for i in range(n)}\n",
+        [
+            "assert candidate(list(range(10**6))) == 499999500000",
+            "assert candidate([float(i) for i in range(10**6)]) == 499999500000.0",
+            "assert size([str(i) for i in range(10**6)]) == 10**6",
+            "assert candidate([2**64 + i for i in range(10**6)]) == 2**64 * 10**6 + 499999500000",
+            "assert size({i: str(i) for i in range(10**6)}) == 10**6",
+            "assert size([(i, -i) for i in range(10**6)]) == 10**6",
+            "assert size([[i, 0.5] for i in range(10**6)]) == 10**6",
+            "assert pairs(10**6)[-1] == (999999, -999999)",
+            "assert table(10**6)[999999] == '999999'",
+        ],
+        30.0,
+        entry_point="f",
+    )
+    assert result.all_passed, result
+
+
 def test_many_environments_share_one_pool(docker_sandbox) -> None:
     jobs = [
         Job(f"def f():\n    return {i}", (f"assert candidate() == {i}",), "f") for i in range(40)

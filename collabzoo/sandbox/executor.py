@@ -43,8 +43,10 @@ MODE = sys.argv[1] if len(sys.argv) > 1 else "container"
 MAX_MESSAGE = 32 << 20
 """Bytes of one message between executor and runner (a program, a call, a returned value)."""
 INT_DIGITS = 100_000
-"""Python's limit on int-to-decimal conversion, raised from 4,300 so that correct big answers
-pass; ints cross between processes in hex, which is linear and unlimited."""
+"""Python's limit on int-to-decimal conversion, raised from 4,300 for the program's and the
+tests' own `str()` and `int()`, so that correct big answers pass. Ints cross between processes
+in hex, which is linear and unlimited, and messages are parsed with the limit lowered again
+(plain_data.loads)."""
 SPAWN_SECONDS = 5.0
 JANITOR_SECONDS = 3.0
 SAFE_MODULES_DENY = {"antigravity", "this", "idlelib", "turtledemo", "tkinter", "turtle"}
@@ -63,11 +65,12 @@ def _sibling(name: str):
 
 confinement = _sibling("confinement")
 plain_data = _sibling("plain_data")
-cap, describe, encode, decode = (
+cap, describe, encode, decode, loads = (
     plain_data.cap,
     plain_data.describe,
     plain_data.encode,
     plain_data.decode,
+    plain_data.loads,
 )
 
 
@@ -89,7 +92,7 @@ def send_msg(sock: socket.socket, obj) -> None:
     sock.sendall(struct.pack("!I", len(data)) + data)
 
 
-def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytearray:
     buffer, got = bytearray(n), 0
     view = memoryview(buffer)
     while got < n:
@@ -101,13 +104,13 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
         if not size:
             raise EOFError("the program's process ended")
         got += size
-    return bytes(buffer)
+    return buffer  # not copied: a message may be 32 MB
 
 
 def recv_msg(sock: socket.socket, deadline: float | None = None):
     (size,) = struct.unpack("!I", _recv_exact(sock, 4, deadline))
     _check_size(size)
-    return json.loads(_recv_exact(sock, size, deadline))
+    return loads(_recv_exact(sock, size, deadline))
 
 
 # ----- the runner: executes the untrusted program --------------------------------------------
@@ -203,22 +206,31 @@ def serve_program(conn: socket.socket, problems: list[str]) -> None:
         send_msg(conn, {"ok": True, "functions": names, "modules": modules, "values": values})
     except MessageTooLarge:  # the program's globals are too big to carry: offer its functions
         send_msg(conn, {"ok": True, "functions": names, "modules": modules, "values": {}})
+    del request, values  # kept for the runner's life otherwise
     while True:
-        call = recv_msg(conn)
+        reply = answer(namespace, recv_msg(conn))
         try:
-            args = [decode(a) for a in call["args"]]
-            kwargs = {k: decode(v) for k, v in call["kwargs"]}
-            result = namespace[call["name"]](*args, **kwargs)
-            changed = []  # in-place changes to list, dict and set arguments travel back
-            for arg, sent in zip(args, call["args"], strict=True):
-                now = encode(arg) if type(arg) in (list, dict, set) else None
-                changed.append(None if now == sent else now)
-            reply = {"ok": True, "value": encode(result), "args": changed}
             send_msg(conn, reply)
-            continue
-        except BaseException as error:
-            reply = {"ok": False, "error": describe(error)}
-        send_msg(conn, reply)
+        except MessageTooLarge as error:
+            send_msg(conn, {"ok": False, "error": describe(error)})
+        del reply  # freed before the next call's arguments arrive
+
+
+def answer(namespace: dict, call: dict) -> dict:
+    """The reply to one call. A function of its own, so that the call's arguments and result
+    are freed when it returns: held until the next call replaced them, a million-element
+    argument left the next one half the runner's memory."""
+    try:
+        args = [decode(a) for a in call["args"]]
+        kwargs = {k: decode(v) for k, v in call["kwargs"]}
+        result = namespace[call["name"]](*args, **kwargs)
+        changed = []  # in-place changes to list, dict and set arguments travel back
+        for arg, sent in zip(args, call["args"], strict=True):
+            now = encode(arg) if type(arg) in (list, dict, set) else None
+            changed.append(None if now == sent else now)
+        return {"ok": True, "value": encode(result), "args": changed}
+    except BaseException as error:
+        return {"ok": False, "error": describe(error)}
 
 
 def _removable(root: str, uid: int) -> list[tuple[str, bool]]:
@@ -708,6 +720,14 @@ def after_job(zygote: Zygote, scratch: str, keep: set[str], start: dict) -> list
     return reasons
 
 
+def trim_memory() -> None:
+    """Hand the heap that a job's messages freed back to the system: glibc keeps freed memory
+    up to twice its largest recent allocation (60 MB after a 30 MB message), which the next job
+    would find already in use. Where there is no glibc, nothing to do."""
+    with contextlib.suppress(Exception):
+        libc().malloc_trim(0)
+
+
 def harden_executor() -> None:
     """PR_SET_DUMPABLE 0: same-user processes may no longer ptrace us or read our memory.
     PR_SET_CHILD_SUBREAPER: orphans of runners become our children, so we can find them."""
@@ -802,6 +822,7 @@ def main() -> None:
         reply(result)
         if reasons:
             break  # a worker that is not as it started serves no further job
+        trim_memory()
         try:  # the next job's runner forks and sets itself up while the host reads this reply
             spare = Started(zygote, scratch, private)
         except Exception:
