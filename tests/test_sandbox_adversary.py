@@ -6,6 +6,7 @@ memory in use) equals a fresh container's. Runs on runc and, where the daemon ha
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -485,6 +486,30 @@ def test_correct_programs_with_big_answers_and_inputs_pass(lone_container) -> No
         entry_point="f",
     )  # fmt: skip
     assert many.all_passed, f"a million-element input failed: {many}"
+
+
+def test_a_job_that_narrows_its_affinity_leaves_the_next_the_full_cpu_set(lone_container) -> None:
+    """A program may pin itself to one CPU; the next job in the same container runs on the
+    container's full set again, the set of the executor (PID 1, where the tests run)."""
+    sandbox, fresh = lone_container
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU here: there is nothing to narrow")
+    narrowed = sandbox.run(
+        "import os\ndef f():\n    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})\n"
+        "    return len(os.sched_getaffinity(0))",
+        ["assert candidate() == 1"],
+        10.0,
+        entry_point="f",
+    )
+    assert narrowed.all_passed and narrowed.details["replaced"] == [], narrowed
+    full = sandbox.run(
+        "import os\ndef f():\n    return len(os.sched_getaffinity(0))",
+        ["import os\nassert candidate() == len(os.sched_getaffinity(0))"],  # the executor's
+        10.0,
+        entry_point="f",
+    )
+    assert full.all_passed, f"the next job ran on fewer CPUs than the container has: {full}"
+    assert_like_fresh(container_state(sandbox), fresh, "a job that narrowed its affinity")
 
 
 def test_a_file_left_in_tmp_is_cleaned_without_replacing_the_container(lone_container) -> None:

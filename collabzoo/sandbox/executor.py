@@ -118,12 +118,16 @@ def libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def runner_main(conn: socket.socket, outputs: list[int], request: dict) -> None:
+def runner_main(conn: socket.socket, outputs: list[int], request: dict, cpus: set[int]) -> None:
     """Runs in a process forked from the zygote; never returns. A setup step that fails is
     reported to the executor as a sandbox error, never skipped in silence."""
     problems = []
     try:
         os.setsid()
+        try:  # every job starts on the worker's full CPU set, whatever an earlier job narrowed
+            os.sched_setaffinity(0, cpus)
+        except OSError as error:
+            problems.append(f"could not reset the CPU affinity: {describe(error)}")
         os.dup2(outputs[0], 1)
         os.dup2(outputs[1], 2)
         for fd in outputs:
@@ -274,7 +278,10 @@ def janitor_main(conn: socket.socket, request: dict) -> None:
 
 # ----- the zygote: a clean process that forks runners ----------------------------------------
 def zygote_main(control: socket.socket) -> None:
+    """Forks a runner (or janitor) per request. The CPU set is read once, before any job ran:
+    the worker's full set, which each runner sets for itself."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runners are reaped automatically
+    cpus = os.sched_getaffinity(0)
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(control, 1 << 16, 2)
@@ -288,7 +295,7 @@ def zygote_main(control: socket.socket) -> None:
             ours.close()
             if request.get("kind") == "janitor":
                 janitor_main(theirs, request)
-            runner_main(theirs, fds, request)
+            runner_main(theirs, fds, request, cpus)
         for fd in fds:
             os.close(fd)
         theirs.close()
