@@ -13,23 +13,31 @@
 With `--ray`, only the Docker pool against the Ray sandbox on one local node (the same pool
 size behind the extra hop through Ray's actor): the overhead of that hop.
 
+With `--affinity`, only CPU-bound jobs on a pool of two containers: their jobs/s before and
+after a job in each container pinned itself to one CPU, and with every job pinned to that CPU
+(what a narrowing that outlived its job would cost).
+
     python benchmarks/sandbox_throughput.py [--data DIR] [--cold N] [--json results.json]
     python benchmarks/sandbox_throughput.py --ray
+    python benchmarks/sandbox_throughput.py --affinity [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
 import platform
+import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from collabzoo.sandbox import Job, get_sandbox
+from collabzoo.sandbox.pool import Sandbox
 
 
 def load_problems(data: Path) -> list[dict]:
@@ -119,6 +127,77 @@ def compare_ray(problems: list[dict]) -> None:
     print(f"ray / docker pool: {best['ray'] / best['docker']:.2f}")
 
 
+BUSY_N = 1_500_000
+BUSY = (
+    "import os\n"
+    "def f(n, pin=False):\n"
+    "    if pin:\n"
+    "        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})\n"
+    "    s = 0\n"
+    "    for i in range(n):\n"
+    "        s += i\n"
+    "    return s\n"
+)
+NARROW = Job(
+    "import os, time\ndef f():\n    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})\n"
+    "    time.sleep(0.5)  # holds its container, so that the other one takes the other job\n"
+    "    return len(os.sched_getaffinity(0))",
+    ("assert candidate() == 1",),
+    "f",
+)
+FULL_SET = Job(
+    "import os\ndef f():\n    return len(os.sched_getaffinity(0))",
+    ("import os\nassert candidate() == len(os.sched_getaffinity(0))",),  # the executor's set
+    "f",
+)
+BUSY_ROWS = ("before", "after", "pinned")
+
+
+def busy_jobs(count: int, pin: bool = False) -> list[Job]:
+    """`count` busy-loop jobs; with `pin`, each pins itself to one CPU first."""
+    test = f"assert candidate({BUSY_N}, {pin}) == {BUSY_N * (BUSY_N - 1) // 2}"
+    return [Job(BUSY, (test,), "f", 30.0)] * count
+
+
+def jobs_per_second(sandbox: Sandbox, jobs: list[Job]) -> float:
+    seconds, passed = timed(lambda: sum(r.all_passed for r in sandbox.run_many(jobs)))
+    assert passed == len(jobs), f"{passed} of {len(jobs)} busy jobs passed"
+    return len(jobs) / seconds
+
+
+def bench_affinity(rounds: int, count: int = 40) -> list[dict]:
+    """Busy-loop jobs/s on a pool of two containers: before and after one job in each container
+    pinned itself to one CPU, and with every job pinned (the cost of a leaked narrowing)."""
+    rows = []
+    with get_sandbox("docker", size=2) as sandbox:
+        jobs_per_second(sandbox, busy_jobs(4))  # warm-up
+        for _ in range(rounds):
+            before = jobs_per_second(sandbox, busy_jobs(count))
+            narrowed = sandbox.run_many([NARROW, NARROW])
+            assert all(r.all_passed for r in narrowed), narrowed
+            full = [r.all_passed for r in sandbox.run_many([FULL_SET, FULL_SET])]
+            after = jobs_per_second(sandbox, busy_jobs(count))
+            pinned = jobs_per_second(sandbox, busy_jobs(count, pin=True))
+            rows.append({"before": before, "after": after, "pinned": pinned, "full_set": full})
+            print(
+                f"busy jobs/s: before {before:6.2f}  after a narrowing job {after:6.2f}  "
+                f"every job pinned {pinned:6.2f}  next jobs on the full set: {full}",
+                flush=True,
+            )
+    medians = {key: statistics.median(row[key] for row in rows) for key in BUSY_ROWS}
+    print("medians, busy jobs/s: " + "  ".join(f"{k} {v:.2f}" for k, v in medians.items()))
+    return rows
+
+
+def cpu_model() -> str:
+    """The CPU's name, for the figures' record."""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def runsc_available() -> str | None:
     """None if the daemon can run gVisor containers, else why not."""
     try:
@@ -186,7 +265,21 @@ def main() -> None:
         help="only the Docker pool against the Ray sandbox on one local node, the same pool "
         "size behind one more hop (needs the distributed extra)",
     )
+    parser.add_argument(
+        "--affinity",
+        action="store_true",
+        help="only busy-loop jobs/s on a pool of two, before and after a job narrowed its CPU "
+        "affinity, and with every job pinned",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --affinity")
     args = parser.parse_args()
+    if args.affinity:
+        print(f"{os.cpu_count()} CPUs, {cpu_model()}")
+        rows = bench_affinity(args.rounds)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"meta": {"cpus": os.cpu_count()}, "affinity": rows}, f, indent=2)
+        return
     problems = load_problems(args.data)
     if args.ray:
         compare_ray(problems)
