@@ -129,7 +129,8 @@ LABELS = {
 
 def plot(curves: dict[str, list[list[float]]], every: int, seeds: list[int], out: str) -> list[str]:
     """The learning curves: every learner on one figure, then one figure per learner with the
-    others in grey. Each line is the mean over the seeds, its band the seeds' min to max."""
+    others faded in their own colours (one grey for all would hide which is which). Each line
+    is the mean over the seeds, its band the seeds' min to max."""
     import os
 
     import matplotlib
@@ -147,8 +148,16 @@ def plot(curves: dict[str, list[list[float]]], every: int, seeds: list[int], out
         steps = [every * i for i in range(len(runs[0]))]
         points = list(zip(*runs, strict=True))
         mean = [statistics.mean(p) for p in points]
-        colour = colours.get(name, "black") if highlight else "#b0b0b0"
-        axes.plot(steps, mean, color=colour, lw=2.2 if highlight else 1.2, label=LABELS[name])
+        colour = colours.get(name, "black")
+        axes.plot(
+            steps,
+            mean,
+            color=colour,
+            lw=2.2 if highlight else 1.0,
+            alpha=1.0 if highlight else 0.45,
+            ls="-" if highlight else "--",
+            label=LABELS[name],
+        )
         if highlight:
             low, high = [min(p) for p in points], [max(p) for p in points]
             axes.fill_between(steps, low, high, color=colour, alpha=0.15, lw=0)
