@@ -8,8 +8,8 @@ node's sibling-group advantages per agent, and take one optimizer step on
 
 for each agent i, where pi_i is the distribution the rollout sampled from (temperature, top-k,
 top-p). Rollouts sampled by vLLM weight each token's term by min(pi_i / pi_vllm, C)
-(`off_policy`). Each distinct policy has its own optimizer, gradient clip and skip
-(`update_groups`): a non-finite loss skips that policy's step only and is reported; it never
+(`objectives`). Each distinct policy has its own optimizer, gradient clip and skip
+(`runtime.update_groups`): a non-finite loss skips that policy's step only and is reported; it never
 becomes a constant. The loss pass runs in train mode, the KL reference pass in eval mode. A
 learner subclass only chooses the baseline and normalisation.
 """
@@ -21,12 +21,18 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.advantages import STD_MODES, group_advantages, sample_returns
-from collabzoo.algos.learner import Learner, LearnerConfig, update_group
-from collabzoo.algos.off_policy import DriftLog, truncated_importance_weights
-from collabzoo.algos.placement import model_device
-from collabzoo.algos.policy import LLMPolicy
-from collabzoo.algos.rollout_tree import Node, expanded_nodes
+from collabzoo.algos.learners.config import LearnerConfig, update_group
+from collabzoo.algos.learners.learner import Learner
+from collabzoo.algos.learners.stats import DriftLog
+from collabzoo.algos.objectives import (
+    STD_MODES,
+    group_advantages,
+    sample_returns,
+    truncated_importance_weights,
+)
+from collabzoo.algos.policies.llm import LLMPolicy
+from collabzoo.algos.rollout.tree import Node, expanded_nodes
+from collabzoo.algos.runtime.placement import model_device
 
 
 @dataclass
@@ -153,7 +159,7 @@ class TreeLearner(Learner):
         """Backpropagate one agent's loss in chunks; False at the first non-finite chunk.
 
         Samples drawn by another engine (vLLM) weight each token's term by the truncated
-        importance ratio w_t = min(pi / pi_sampler, C) of `off_policy`, taken at the policy the
+        importance ratio w_t = min(pi / pi_sampler, C) of `objectives`, taken at the policy the
         step starts from: -mean_g(A_g sum_t w_t log pi(a_g,t | h_g)). The mean is over `total`
         samples: every rank's in a data-parallel run (see `data_parallel`), else these."""
         policy = self.policies[agent]
