@@ -120,6 +120,18 @@ def group_advantages(
 # ----- TD errors and GAE along one trajectory ------------------------------------------------
 
 
+def td_error(r: float, v_next: float, v: float, gamma: float) -> float:
+    """delta = r + gamma * V(s') - V(s): the one-step TD error, every TD target's building block
+    (a trajectory's in `td_errors`, a rollout tree's in `branch_estimates`)."""
+    return r + gamma * v_next - v
+
+
+def gae_step(delta: float, later: float, gamma: float, lam: float) -> float:
+    """A_t = delta_t + gamma * lambda * A_{t+1}: one step of the GAE(lambda) recursion, where
+    `later` is A_{t+1} (on a tree, the mean over the children of s_{t+1}; 0 after the end)."""
+    return delta + gamma * lam * later
+
+
 def td_errors(
     rewards: Sequence[float], values: Sequence[float], last_value: float, gamma: float
 ) -> list[float]:
@@ -127,7 +139,10 @@ def td_errors(
     if len(rewards) != len(values):
         raise ValueError(f"{len(rewards)} rewards but {len(values)} values: one per step")
     following = [*values[1:], last_value]
-    return [r + gamma * v_next - v for r, v, v_next in zip(rewards, values, following, strict=True)]
+    return [
+        td_error(r, v_next, v, gamma)
+        for r, v, v_next in zip(rewards, values, following, strict=True)
+    ]
 
 
 def gae(deltas: Sequence[float], gamma: float, lam: float) -> list[float]:
@@ -135,7 +150,7 @@ def gae(deltas: Sequence[float], gamma: float, lam: float) -> list[float]:
     advantages = [0.0] * len(deltas)
     running = 0.0
     for t in reversed(range(len(deltas))):
-        running = deltas[t] + gamma * lam * running
+        running = gae_step(deltas[t], running, gamma, lam)
         advantages[t] = running
     return advantages
 
@@ -297,9 +312,9 @@ def branch_estimates(
             next_value = _mean([value_of(nxt, j) for j in range(len(nxt.children))])
         else:
             later = next_value = 0.0
-        delta = child.reward + gamma * next_value - value
+        delta = td_error(child.reward, next_value, value, gamma)
         if baseline_of is None:
-            advantage = delta + gamma * lam * later
+            advantage = gae_step(delta, later, gamma, lam)
             out[(id(node), index)] = (advantage, advantage + value, value)
         else:
             advantage = value - baseline_of(node)

@@ -16,8 +16,9 @@ learner subclass only chooses the baseline and normalisation.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -33,6 +34,18 @@ from collabzoo.algos.objectives import (
 from collabzoo.algos.policies.llm import LLMPolicy
 from collabzoo.algos.rollout.tree import Node, expanded_nodes
 from collabzoo.algos.runtime.placement import model_device
+
+
+class TreeSample(NamedTuple):
+    """One agent's completion in a tree learner's batch, with its advantage. A named tuple so
+    a batch unpacks as (prompt, completion, advantage, ...) where that reads best; a plain
+    3-tuple read as one has no sampler log-probabilities."""
+
+    prompt_ids: Sequence[int]
+    completion_ids: Sequence[int]
+    advantage: float
+    sampler_log_probs: Sequence[float] | None = None
+    """The sampling engine's log-probabilities (vLLM rollouts), for the off-policy weight."""
 
 
 @dataclass
@@ -107,16 +120,15 @@ class TreeLearner(Learner):
         }
 
     # ----- one update ---------------------------------------------------------------------------
-    def training_batch(self, roots: list[Node]) -> dict[str, list[tuple[Any, ...]]]:
-        """Per agent: (prompt ids, completion ids, advantage, the sampler's log-probabilities
-        or None) of every sample; a 3-tuple without the last is read as None."""
-        batch: dict[str, list[tuple[Any, ...]]] = {a: [] for a in self.agents}
+    def training_batch(self, roots: list[Node]) -> dict[str, list[TreeSample]]:
+        """Per agent: a `TreeSample` of every sample."""
+        batch: dict[str, list[TreeSample]] = {a: [] for a in self.agents}
         for root in roots:
             for node in expanded_nodes(root):
                 for agent, advantages in self.node_advantages(node).items():
                     for completion, advantage in zip(node.samples[agent], advantages, strict=True):
                         batch[agent].append(
-                            (
+                            TreeSample(
                                 completion.prompt_ids,
                                 completion.completion_ids,
                                 advantage,
@@ -152,7 +164,7 @@ class TreeLearner(Learner):
     def _policy_loss(
         self,
         agent: str,
-        samples: list[tuple[Any, ...]],
+        samples: Sequence[Sequence[Any]],
         metrics: dict[str, float],
         total: int | None = None,
     ) -> bool:
@@ -168,14 +180,14 @@ class TreeLearner(Learner):
         agent_loss = agent_kl = 0.0
         outside = 0
         for start in range(0, len(samples), chunk):
-            part = samples[start : start + chunk]
-            prompts = [s[0] for s in part]
-            completions = [s[1] for s in part]
-            advantages = torch.tensor([s[2] for s in part], device=policy.device)
+            part = [TreeSample(*s) for s in samples[start : start + chunk]]
+            prompts = [s.prompt_ids for s in part]
+            completions = [s.completion_ids for s in part]
+            advantages = torch.tensor([s.advantage for s in part], device=policy.device)
             scored = policy.score(prompts, completions, sampling=self.sampling)
             outside += scored.outside_kept
             weighted = scored.log_probs
-            sampler = [s[3] if len(s) > 3 else None for s in part]
+            sampler = [s.sampler_log_probs for s in part]
             if any(found is not None for found in sampler):
                 found = truncated_importance_weights(
                     scored.log_probs, sampler, scored.mask, self.args.vllm_importance_sampling_cap
@@ -198,7 +210,7 @@ class TreeLearner(Learner):
             metrics[f"kl/{agent}"] = agent_kl
         return True
 
-    def optimize(self, batch: dict[str, list[tuple[Any, ...]]]) -> dict[str, float]:
+    def optimize(self, batch: dict[str, Sequence[Sequence[Any]]]) -> dict[str, float]:
         """One step per distinct policy: its agents' losses, its own clip, its own skip."""
         metrics: dict[str, float] = {}
         self.drift = DriftLog()
