@@ -443,7 +443,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 # ----- the parser and main --------------------------------------------------------------------
 def cmd_model(args: argparse.Namespace) -> int:
-    from collabzoo.algos.pretrained import KNOWN_MODELS, PullError, is_pulled, model_folder, pull
+    from collabzoo.algos.policies.pretrained import (
+        KNOWN_MODELS,
+        PullError,
+        is_pulled,
+        model_folder,
+        pull,
+    )
 
     if args.action == "list":
         for name, known in KNOWN_MODELS.items():
@@ -543,7 +549,7 @@ def _check_ray_sandbox(args: argparse.Namespace) -> int:
 
 # ----- plot -----------------------------------------------------------------------------------
 def cmd_plot(args: argparse.Namespace) -> int:
-    from collabzoo.algos.run_log import metrics_path, read_metrics
+    from collabzoo.algos.runtime.run_log import metrics_path, read_metrics
 
     def number(value: Any) -> float | None:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -628,7 +634,7 @@ TINY_MODEL_DEFAULTS = {
 def _placement_settings(args: argparse.Namespace, fields: Any) -> dict[str, Any]:
     """The learner config's placement fields from --device, --dtype, --agent-devices,
     --critic-devices and --gradient-checkpointing (checked here, so a typo fails at once)."""
-    from collabzoo.algos.placement import (
+    from collabzoo.algos.runtime.placement import (
         parse_device_map,
         resolve_device,
         resolve_dtype,
@@ -702,7 +708,7 @@ def _loaded_team(
     args: argparse.Namespace, agents: Sequence[str], dtype: str, texts: Any
 ) -> tuple[Any, str]:
     from collabzoo.algos import LLMPolicy, load_causal_lm, lora_team
-    from collabzoo.algos.model_loading import load_saved_team, small_causal_lm
+    from collabzoo.algos.policies.model_loading import load_saved_team, small_causal_lm
 
     torch_dtype = None if dtype == "auto" else dtype  # load in the compute dtype: no detour
     try:

@@ -149,7 +149,7 @@ class ModelOptions:
     with long prompts."""
     threads: int | None = None
     """hf: torch's CPU threads; None: the given cores the load average leaves free (see
-    `collabzoo.algos.placement.set_torch_threads`)."""
+    `collabzoo.algos.runtime.placement.set_torch_threads`)."""
 
 
 THREADS_HELP = (

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from collabzoo.algos.sampling import Sampling, token_log_probs
+from collabzoo.algos.policies.sampling import Sampling, token_log_probs
 
 LOGIT_CHUNK_ELEMENTS = 2**23
 """Logits per chunk (tokens x vocabulary): 8M, 32 MiB in float32 (55 tokens of Qwen2.5's

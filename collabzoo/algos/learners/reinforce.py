@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collabzoo.algos.advantages import BASELINES
-from collabzoo.algos.tree_learner import TreeLearner, TreeLearnerConfig
+from collabzoo.algos.learners.tree_learner import TreeLearner, TreeLearnerConfig
+from collabzoo.algos.objectives import BASELINES
 
 
 @dataclass

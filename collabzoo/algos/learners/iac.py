@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collabzoo.algos.actor_critic import ActorCriticConfig, ActorCriticLearner
+from collabzoo.algos.learners.actor_critic import ActorCriticConfig, ActorCriticLearner
 
 
 @dataclass

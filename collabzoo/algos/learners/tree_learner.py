@@ -8,25 +8,44 @@ node's sibling-group advantages per agent, and take one optimizer step on
 
 for each agent i, where pi_i is the distribution the rollout sampled from (temperature, top-k,
 top-p). Rollouts sampled by vLLM weight each token's term by min(pi_i / pi_vllm, C)
-(`off_policy`). Each distinct policy has its own optimizer, gradient clip and skip
-(`update_groups`): a non-finite loss skips that policy's step only and is reported; it never
+(`objectives`). Each distinct policy has its own optimizer, gradient clip and skip
+(`runtime.update_groups`): a non-finite loss skips that policy's step only and is reported; it never
 becomes a constant. The loss pass runs in train mode, the KL reference pass in eval mode. A
 learner subclass only chooses the baseline and normalisation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-from collabzoo.algos.advantages import STD_MODES, group_advantages, sample_returns
-from collabzoo.algos.learner import Learner, LearnerConfig, update_group
-from collabzoo.algos.off_policy import DriftLog, truncated_importance_weights
-from collabzoo.algos.placement import model_device
-from collabzoo.algos.policy import LLMPolicy
-from collabzoo.algos.rollout_tree import Node, expanded_nodes
+from collabzoo.algos.learners.config import LearnerConfig, update_group
+from collabzoo.algos.learners.learner import Learner
+from collabzoo.algos.learners.stats import DriftLog
+from collabzoo.algos.objectives import (
+    STD_MODES,
+    group_advantages,
+    sample_returns,
+    truncated_importance_weights,
+)
+from collabzoo.algos.policies.llm import LLMPolicy
+from collabzoo.algos.rollout.tree import Node, expanded_nodes
+from collabzoo.algos.runtime.placement import model_device
+
+
+class TreeSample(NamedTuple):
+    """One agent's completion in a tree learner's batch, with its advantage. A named tuple so
+    a batch unpacks as (prompt, completion, advantage, ...) where that reads best; a plain
+    3-tuple read as one has no sampler log-probabilities."""
+
+    prompt_ids: Sequence[int]
+    completion_ids: Sequence[int]
+    advantage: float
+    sampler_log_probs: Sequence[float] | None = None
+    """The sampling engine's log-probabilities (vLLM rollouts), for the off-policy weight."""
 
 
 @dataclass
@@ -101,16 +120,15 @@ class TreeLearner(Learner):
         }
 
     # ----- one update ---------------------------------------------------------------------------
-    def training_batch(self, roots: list[Node]) -> dict[str, list[tuple[Any, ...]]]:
-        """Per agent: (prompt ids, completion ids, advantage, the sampler's log-probabilities
-        or None) of every sample; a 3-tuple without the last is read as None."""
-        batch: dict[str, list[tuple[Any, ...]]] = {a: [] for a in self.agents}
+    def training_batch(self, roots: list[Node]) -> dict[str, list[TreeSample]]:
+        """Per agent: a `TreeSample` of every sample."""
+        batch: dict[str, list[TreeSample]] = {a: [] for a in self.agents}
         for root in roots:
             for node in expanded_nodes(root):
                 for agent, advantages in self.node_advantages(node).items():
                     for completion, advantage in zip(node.samples[agent], advantages, strict=True):
                         batch[agent].append(
-                            (
+                            TreeSample(
                                 completion.prompt_ids,
                                 completion.completion_ids,
                                 advantage,
@@ -146,14 +164,14 @@ class TreeLearner(Learner):
     def _policy_loss(
         self,
         agent: str,
-        samples: list[tuple[Any, ...]],
+        samples: Sequence[Sequence[Any]],
         metrics: dict[str, float],
         total: int | None = None,
     ) -> bool:
         """Backpropagate one agent's loss in chunks; False at the first non-finite chunk.
 
         Samples drawn by another engine (vLLM) weight each token's term by the truncated
-        importance ratio w_t = min(pi / pi_sampler, C) of `off_policy`, taken at the policy the
+        importance ratio w_t = min(pi / pi_sampler, C) of `objectives`, taken at the policy the
         step starts from: -mean_g(A_g sum_t w_t log pi(a_g,t | h_g)). The mean is over `total`
         samples: every rank's in a data-parallel run (see `data_parallel`), else these."""
         policy = self.policies[agent]
@@ -162,14 +180,14 @@ class TreeLearner(Learner):
         agent_loss = agent_kl = 0.0
         outside = 0
         for start in range(0, len(samples), chunk):
-            part = samples[start : start + chunk]
-            prompts = [s[0] for s in part]
-            completions = [s[1] for s in part]
-            advantages = torch.tensor([s[2] for s in part], device=policy.device)
+            part = [TreeSample(*s) for s in samples[start : start + chunk]]
+            prompts = [s.prompt_ids for s in part]
+            completions = [s.completion_ids for s in part]
+            advantages = torch.tensor([s.advantage for s in part], device=policy.device)
             scored = policy.score(prompts, completions, sampling=self.sampling)
             outside += scored.outside_kept
             weighted = scored.log_probs
-            sampler = [s[3] if len(s) > 3 else None for s in part]
+            sampler = [s.sampler_log_probs for s in part]
             if any(found is not None for found in sampler):
                 found = truncated_importance_weights(
                     scored.log_probs, sampler, scored.mask, self.args.vllm_importance_sampling_cap
@@ -192,7 +210,7 @@ class TreeLearner(Learner):
             metrics[f"kl/{agent}"] = agent_kl
         return True
 
-    def optimize(self, batch: dict[str, list[tuple[Any, ...]]]) -> dict[str, float]:
+    def optimize(self, batch: dict[str, Sequence[Sequence[Any]]]) -> dict[str, float]:
         """One step per distinct policy: its agents' losses, its own clip, its own skip."""
         metrics: dict[str, float] = {}
         self.drift = DriftLog()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collabzoo.algos.tree_learner import TreeLearner, TreeLearnerConfig
+from collabzoo.algos.learners.tree_learner import TreeLearner, TreeLearnerConfig
 
 
 @dataclass

@@ -15,7 +15,7 @@ resume), and the next `generate` syncs first, so no rollout samples from stale w
 The engine samples with the reference's settings and returns, per token, the log-probability
 of the distribution it sampled from (`logprobs_mode="processed_logprobs"`: after temperature,
 top-k and top-p, as `LLMPolicy.score(..., sampling=...)` computes it); the learners correct for
-the remaining drift (`off_policy`). Row seeds are drawn from torch's RNG, so a seeded run
+the remaining drift (`objectives`). Row seeds are drawn from torch's RNG, so a seeded run
 samples the same way again, and a resumed one continues the same stream.
 
 The engines run in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0` while they are built), so
@@ -44,9 +44,9 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.checkpoint import capture_rng, restore_rng
-from collabzoo.algos.policy import Completion, LLMPolicy, encode_rows, generation_model
-from collabzoo.algos.sampling import Sampling
+from collabzoo.algos.policies.llm import Completion, LLMPolicy, encode_rows, generation_model
+from collabzoo.algos.policies.sampling import Sampling
+from collabzoo.algos.runtime.checkpoint import capture_rng, restore_rng
 
 CPU_KV_CACHE_BYTES = 2**30
 """KV cache of an engine on a machine without CUDA, unless `vllm_kwargs` sets one."""

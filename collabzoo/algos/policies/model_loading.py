@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.policy import LLMPolicy
+from collabzoo.algos.policies.llm import LLMPolicy
 
 TINY = "tiny"
 
@@ -209,7 +209,7 @@ def load_causal_lm(name: str, *, seed: int = 0, dtype: Any = None) -> tuple[Any,
         return tiny_causal_lm(seed)
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from collabzoo.algos.pretrained import resolve_model
+    from collabzoo.algos.policies.pretrained import resolve_model
 
     name = resolve_model(name)
     tokenizer = load_tokenizer(name)
@@ -230,7 +230,7 @@ def load_tokenizer(name: str) -> Any:
     empty Qwen2 tokenizer that encodes every prompt to nothing."""
     import transformers
 
-    from collabzoo.algos.pretrained import resolve_model
+    from collabzoo.algos.policies.pretrained import resolve_model
 
     name = resolve_model(name)
     config_file = Path(name) / "tokenizer_config.json"

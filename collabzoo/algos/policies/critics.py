@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from collabzoo.algos.policy import LLMPolicy
+from collabzoo.algos.policies.llm import LLMPolicy
 
 
 class ValueHead(nn.Module):
@@ -93,7 +93,7 @@ def build_critic(
 ) -> Critic:
     """A critic for `actor` (see the module docstring for the choice of backbone). `backbone`:
     an explicit model for it (an LLMPolicy, a (model, tokenizer) pair or a model name)."""
-    from collabzoo.algos.model_loading import as_policy
+    from collabzoo.algos.policies.model_loading import as_policy
 
     if backbone is not None:
         policy = as_policy(backbone)

@@ -29,8 +29,9 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from collabzoo.algos.policy import Completion, LLMPolicy, Scored
-from collabzoo.algos.sampling import Sampling, sampling_logits, token_log_probs
+from collabzoo.algos.policies.llm import Completion, LLMPolicy
+from collabzoo.algos.policies.sampling import Sampling, sampling_logits, token_log_probs
+from collabzoo.algos.policies.scoring import Scored
 
 
 class MLP(nn.Module):

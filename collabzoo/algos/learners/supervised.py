@@ -33,10 +33,10 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.model_loading import team_policies
-from collabzoo.algos.placement import place_models
-from collabzoo.algos.policy import LLMPolicy
-from collabzoo.algos.update_groups import UpdateGroup
+from collabzoo.algos.policies.llm import LLMPolicy
+from collabzoo.algos.policies.model_loading import team_policies
+from collabzoo.algos.runtime.placement import place_models
+from collabzoo.algos.runtime.update_groups import UpdateGroup
 
 Example = tuple[list[int], list[int]]
 """(prompt ids, completion ids) of one row."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from collabzoo.algos.rollout_tree import (
+from collabzoo.algos.rollout.tree import (
     Child,
     Node,
     TreeRollout,

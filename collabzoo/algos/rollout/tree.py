@@ -20,9 +20,9 @@ from typing import Any
 
 from gymnasium.utils import EzPickle
 
-from collabzoo.algos.advantages import discounted_return
-from collabzoo.algos.policy import Completion, LLMPolicy, encode_rows
-from collabzoo.algos.sampling import Sampling
+from collabzoo.algos.objectives import discounted_return
+from collabzoo.algos.policies.llm import Completion, LLMPolicy, encode_rows
+from collabzoo.algos.policies.sampling import Sampling
 
 JOINT_MODES = ("aligned", "cross")
 
@@ -261,7 +261,7 @@ class TreeRollout:
             joints = self.joint_actions(node)
             for position, joint in enumerate(joints):
                 jobs.append((node, joint, position == len(joints) - 1))
-        if self.remote is not None:  # every step a task on the cluster (see `ray_rollout`)
+        if self.remote is not None:  # every step a task on the cluster (see `rollout.ray_rollouts`)
             outcomes = self.remote.step(self, [(node, joint) for node, joint, _ in jobs])
         else:  # two phases: every copy is made before any step runs (one child steps the original)
             envs = list(self.executor.map(lambda job: self._branch(job[0], job[2]), jobs))

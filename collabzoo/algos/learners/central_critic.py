@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collabzoo.algos.actor_critic import CRITIC_TYPES, ActorCriticConfig, ActorCriticLearner
+from collabzoo.algos.learners.actor_critic import ActorCriticConfig, ActorCriticLearner
+from collabzoo.algos.learners.critic_batches import CRITIC_TYPES
 
 
 @dataclass
