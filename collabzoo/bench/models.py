@@ -152,13 +152,6 @@ class ModelOptions:
     `collabzoo.algos.runtime.placement.set_torch_threads`)."""
 
 
-THREADS_HELP = (
-    "torch's CPU threads (default: the cores this process may use that the load average leaves "
-    "free, at least 1: on a busy machine, threads beyond the free cores slow generation many "
-    "times over)"
-)
-
-
 class CallSeeds:
     """Seeds for the generate calls of one episode: episode seed and call number give the seed,
     so a resumed or re-run episode samples the same way."""
