@@ -93,7 +93,7 @@ def plain_rate(env: str, model: str, played: dict[str, Any], args: Any) -> dict[
     import torch
 
     from collabzoo.algos import LLMPolicy, load_causal_lm
-    from collabzoo.algos.placement import set_torch_threads
+    from collabzoo.algos.runtime.placement import set_torch_threads
 
     set_torch_threads(args.threads)
     network, tokenizer = load_causal_lm(model)

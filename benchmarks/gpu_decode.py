@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from collabzoo.algos import LLMPolicy, Sampling
-from collabzoo.algos.model_loading import QWEN25_VOCAB, shaped_causal_lm
+from collabzoo.algos.policies.model_loading import QWEN25_VOCAB, shaped_causal_lm
 
 RANGES = (
     "collabzoo.rollout",
@@ -132,7 +132,7 @@ def profile_update(args: argparse.Namespace) -> dict[str, Any]:
     import gpu_scale
 
     from collabzoo.algos import MAGRPOConfig, MAGRPOTrainer
-    from collabzoo.algos.model_loading import lora_team
+    from collabzoo.algos.policies.model_loading import lora_team
 
     params = {"shape": args.shape, "layers": args.layers, "device": args.device, "team": "lora"}
     (model,) = gpu_scale.models_for(params)

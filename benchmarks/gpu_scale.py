@@ -1,7 +1,7 @@
 """Training at real model shapes on a GPU: collabzoo against CoMLRL 1.4.3, side by side.
 
 Models: randomly initialised Qwen2 models with the exact shapes of Qwen2.5-0.5B or -1.5B
-(`collabzoo.algos.model_loading.QWEN25_SHAPES`: written configs, no download) in bf16. The
+(`collabzoo.algos.policies.model_loading.QWEN25_SHAPES`: written configs, no download) in bf16. The
 tokenizer is a word-level one over the whole 151,936-token vocabulary ("t0" ... "t151935"),
 built here, so prompts and completions are ids drawn inside the vocabulary and every id
 round-trips through text; the end-of-sequence token is one id of 151,936, so every row
@@ -123,7 +123,7 @@ def prompt_env_class(prompts: list[str]):
 def models_for(params: dict[str, Any]) -> list[Any]:
     import torch
 
-    from collabzoo.algos.model_loading import shaped_causal_lm
+    from collabzoo.algos.policies.model_loading import shaped_causal_lm
 
     count = 1 if params["team"] == "lora" else len(AGENTS)
     made = []
@@ -180,7 +180,7 @@ def run_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from collabzoo.algos import IACConfig, IACTrainer, LLMPolicy, MAGRPOConfig, MAGRPOTrainer
-    from collabzoo.algos.model_loading import QWEN25_VOCAB, lora_team
+    from collabzoo.algos.policies.model_loading import QWEN25_VOCAB, lora_team
 
     tokenizer = word_tokenizer(QWEN25_VOCAB)
     models = models_for(params)
@@ -246,7 +246,7 @@ def run_comlrl(params: dict[str, Any]) -> dict[str, Any]:
         from comlrl.trainers.reinforce import MAGRPOConfig, MAGRPOTrainer
     except ImportError as error:
         return {"library": "comlrl", "error": f"CoMLRL not importable: {error}"}
-    from collabzoo.algos.model_loading import QWEN25_VOCAB
+    from collabzoo.algos.policies.model_loading import QWEN25_VOCAB
 
     tokenizer = word_tokenizer(QWEN25_VOCAB)
     model_a, model_b = models_for({**params, "team": "separate"})

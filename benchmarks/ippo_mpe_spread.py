@@ -29,7 +29,7 @@ import torch
 from mpe2 import simple_spread_v3
 
 from collabzoo.algos import IPPOConfig, IPPOTrainer
-from collabzoo.algos.mlp_policy import mlp_team
+from collabzoo.algos.policies.mlp import mlp_team
 
 MAX_CYCLES = 25
 

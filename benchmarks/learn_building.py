@@ -167,7 +167,7 @@ def demonstrations(task: Task, recipe: Recipe, kwargs: dict[str, Any], folder: P
 def warm_start(task: Task, recipe: Recipe, rows: Any, folder: Path) -> dict[str, Any]:
     """Fine-tune a fresh small model per agent on its rows; saved to folder/final."""
     from collabzoo.algos import LLMPolicy, SupervisedConfig, SupervisedTrainer
-    from collabzoo.algos.model_loading import small_causal_lm
+    from collabzoo.algos.policies.model_loading import small_causal_lm
 
     summary_file = folder / "summary.json"
     if summary_file.is_file():
@@ -307,8 +307,8 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 
     import collabzoo
     from collabzoo.algos import LEARNERS as CLASSES
-    from collabzoo.algos.model_loading import load_saved_team
-    from collabzoo.algos.run_log import RunLogger
+    from collabzoo.algos.policies.model_loading import load_saved_team
+    from collabzoo.algos.runtime.run_log import RunLogger
 
     torch.set_num_threads(1)
     task, recipe = TASKS[job["task"]], Recipe(**job["recipe"])

@@ -73,7 +73,7 @@ def measure(
     import torch
 
     from collabzoo.algos import LLMPolicy, Sampling
-    from collabzoo.algos.model_loading import QWEN25_VOCAB, shaped_causal_lm
+    from collabzoo.algos.policies.model_loading import QWEN25_VOCAB, shaped_causal_lm
 
     torch.manual_seed(0)
     model = shaped_causal_lm("qwen2.5-0.5b", num_layers=layers, dtype=torch.bfloat16, device=device)

@@ -4,8 +4,8 @@ Both libraries train the same two-agent team on the same data:
 
 - model: a randomly initialised Qwen2-architecture model (hidden 256, 2 layers, intermediate 256,
   4 heads, 2 KV heads) with transformers' byte-level `ByT5Tokenizer()`, built once by
-  `collabzoo.algos.model_loading.tiny_causal_lm(seed=0, ...)` and deep-copied for each agent, so
-  both libraries start from identical weights;
+  `collabzoo.algos.policies.model_loading.tiny_causal_lm(seed=0, ...)` and deep-copied for
+  each agent, so both libraries start from identical weights;
 - 8 prompts, 1 turn, 4 generations per agent and prompt, 128 new tokens, the same sampling
   (temperature, top_p, top_k) and learning rate, and the same shared team reward (character
   overlap of the two answers);
@@ -131,7 +131,7 @@ def team_models(spec: dict[str, int]):
     """Two identical copies of one seeded tiny model, and its tokenizer."""
     import copy
 
-    from collabzoo.algos.model_loading import tiny_causal_lm
+    from collabzoo.algos.policies.model_loading import tiny_causal_lm
 
     model, tokenizer = tiny_causal_lm(0, **spec)
     return model, copy.deepcopy(model), tokenizer
@@ -182,9 +182,9 @@ def prompt_pair_env_class(prompts: list[str]):
 
 
 def collabzoo_trainer(spec: dict[str, int], lora: bool, max_new_tokens: int, workdir: str):
-    from collabzoo.algos.magrpo import MAGRPOConfig, MAGRPOTrainer
-    from collabzoo.algos.model_loading import lora_team, tiny_causal_lm
-    from collabzoo.algos.policy import LLMPolicy
+    from collabzoo.algos.learners.magrpo import MAGRPOConfig, MAGRPOTrainer
+    from collabzoo.algos.policies.llm import LLMPolicy
+    from collabzoo.algos.policies.model_loading import lora_team, tiny_causal_lm
 
     if lora:
         model, tokenizer = tiny_causal_lm(0, **spec)
@@ -217,7 +217,7 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
     import torch
     import transformers.models.qwen2.modeling_qwen2  # noqa: F401
 
-    import collabzoo.algos.magrpo  # noqa: F401
+    import collabzoo.algos.learners.magrpo  # noqa: F401
 
     if params.get("large"):  # both memory runs import peft (about 150 MB), so baselines match
         import peft  # noqa: F401

@@ -47,11 +47,16 @@ QUICK_MUTANTS_KILLED = [
 
 TARGETS: dict[str, Target] = {
     "advantages": Target(
-        "collabzoo/algos/advantages.py",
+        "collabzoo/algos/objectives.py",
         ["tests/test_advantages.py", "tests/test_learner_maths.py", *QUICK_MUTANTS_KILLED],
+        ("discounted_return", "sample_returns", "group_advantages"),
     ),
-    "gae": Target("collabzoo/algos/gae.py", ["tests/test_gae.py", "tests/test_learner_maths.py"]),
-    "sampling": Target("collabzoo/algos/sampling.py", ["tests/test_sampling.py"]),
+    "gae": Target(
+        "collabzoo/algos/objectives.py",
+        ["tests/test_gae.py", "tests/test_learner_maths.py"],
+        ("td_errors", "gae", "advantages_and_targets"),
+    ),
+    "sampling": Target("collabzoo/algos/policies/sampling.py", ["tests/test_sampling.py"]),
     "plain data": Target("collabzoo/sandbox/plain_data.py", ["tests/test_plain_data.py"]),
     "writing rewards": Target("collabzoo/rewards/writing.py", ["tests/test_writing_rewards.py"]),
     "strbuild rules": Target(
@@ -67,7 +72,7 @@ TARGETS: dict[str, Target] = {
         ],
     ),
     "actor-critic losses": Target(
-        "collabzoo/algos/actor_critic.py",
+        "collabzoo/algos/objectives.py",
         [
             "tests/test_learner_maths.py",
             *QUICK_MUTANTS_KILLED,
@@ -79,7 +84,12 @@ TARGETS: dict[str, Target] = {
             "--deselect",
             "tests/test_actor_critic.py::test_long_horizon_sparse_comparison",
         ],
-        ("clipped_policy_loss", "value_loss", "_mean", "branch_estimates", "_normalise"),
+        ("clipped_policy_loss", "value_loss", "_mean", "branch_estimates"),
+    ),
+    "advantage normalisation": Target(
+        "collabzoo/algos/learners/critic_batches.py",
+        ["tests/test_learner_maths.py", *QUICK_MUTANTS_KILLED],
+        ("_mean", "_normalise"),
     ),
     "code reward": Target(
         "collabzoo/rewards/code.py",

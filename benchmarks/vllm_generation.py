@@ -3,7 +3,7 @@ side by side on the same model, prompts and sampling settings, alternating for `
 
 Models: `tiny` (a byte-level Qwen2 model with hidden 128 and 2 heads, random weights: vLLM's
 CPU attention needs head_dim 64), `qwen2.5-0.5b` (the exact shape of Qwen2.5-0.5B,
-`collabzoo.algos.model_loading.shaped_causal_lm`, random weights in bf16), both saved to a
+`collabzoo.algos.policies.model_loading.shaped_causal_lm`, random weights in bf16), both saved to a
 temporary folder first, and `smollm2-135m-instruct`, the real pretrained model
 (`collabzoo model pull`, float32).
 Both sides get the same prompt token ids and generate `--new-tokens` tokens per row: the stop
@@ -26,7 +26,7 @@ from pathlib import Path
 def save_model(kind: str, folder: Path) -> None:
     import torch
 
-    from collabzoo.algos.model_loading import shaped_causal_lm, tiny_causal_lm
+    from collabzoo.algos.policies.model_loading import shaped_causal_lm, tiny_causal_lm
 
     if kind == "tiny":
         model, tokenizer = tiny_causal_lm(0, hidden_size=128, num_heads=2, num_kv_heads=1)
@@ -52,13 +52,13 @@ def main() -> None:
     from transformers import AutoModelForCausalLM
     from vllm import LLM, SamplingParams
 
-    from collabzoo.algos.policy import LLMPolicy
-    from collabzoo.algos.sampling import Sampling
-    from collabzoo.algos.vllm_generation import cpu_engine_settings
+    from collabzoo.algos.policies.llm import LLMPolicy
+    from collabzoo.algos.policies.sampling import Sampling
+    from collabzoo.algos.rollout.vllm_engine import cpu_engine_settings
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.model == "smollm2-135m-instruct":
-            from collabzoo.algos.pretrained import resolve_model
+            from collabzoo.algos.policies.pretrained import resolve_model
 
             folder = Path(resolve_model(args.model))
         else:

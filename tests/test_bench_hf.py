@@ -14,7 +14,7 @@ torch = require_module("torch", "train")
 
 import collabzoo  # noqa: E402
 from collabzoo.algos import LLMPolicy, MAGRPOConfig, MAGRPOTrainer, Sampling  # noqa: E402
-from collabzoo.algos.model_loading import load_causal_lm, tiny_causal_lm  # noqa: E402
+from collabzoo.algos.policies.model_loading import load_causal_lm, tiny_causal_lm  # noqa: E402
 from collabzoo.bench import read_results  # noqa: E402
 from collabzoo.bench.rescore import rescore  # noqa: E402
 from collabzoo.cli import main  # noqa: E402

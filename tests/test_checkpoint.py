@@ -15,7 +15,7 @@ from tests.optional import require_module
 
 torch = require_module("torch", "train")
 
-from collabzoo.algos.checkpoint import (  # noqa: E402 (after require_module)
+from collabzoo.algos.runtime.checkpoint import (  # noqa: E402 (after require_module)
     capture_rng,
     checkpoints,
     latest_checkpoint,
@@ -131,7 +131,7 @@ def test_a_killed_save_leaves_only_a_temporary_that_the_next_save_removes(tmp_pa
     killed = textwrap.dedent(
         f"""
         import os, torch
-        from collabzoo.algos.checkpoint import save_checkpoint
+        from collabzoo.algos.runtime.checkpoint import save_checkpoint
 
         def dying_save(obj, handle, *args, **kwargs):
             handle.write(b"half a checkpoint")

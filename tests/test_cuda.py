@@ -54,7 +54,7 @@ from collabzoo.algos import (  # noqa: E402
     lora_team,
     tiny_causal_lm,
 )
-from collabzoo.algos.model_loading import QWEN25_VOCAB, shaped_causal_lm  # noqa: E402
+from collabzoo.algos.policies.model_loading import QWEN25_VOCAB, shaped_causal_lm  # noqa: E402
 from tests.test_lean_scoring import (  # noqa: E402
     COMPLETIONS,
     PROMPTS,

@@ -151,7 +151,7 @@ def test_export_refuses_what_it_cannot_write(tmp_path: Path, capsys) -> None:
 def test_trl_sft_trainer_takes_the_dataset_as_it_is(tmp_path: Path) -> None:
     trl = require_module("trl", "interop")
     require_module("torch", "train")
-    from collabzoo.algos.model_loading import small_causal_lm
+    from collabzoo.algos.policies.model_loading import small_causal_lm
 
     status, output = export(tmp_path, "strbuild", "--team", "scripted:noisy", "--episodes", "2")
     assert status == 0

@@ -14,7 +14,7 @@ from tests.optional import require_module
 torch = require_module("torch", "train")
 
 from collabzoo.algos import LLMPolicy, Sampling, lora_team, tiny_causal_lm  # noqa: E402
-from collabzoo.algos.rollout_tree import TreeRollout  # noqa: E402
+from collabzoo.algos.rollout.tree import TreeRollout  # noqa: E402
 from collabzoo.envs.tinycoop import TinyCoopEnv  # noqa: E402
 
 PROMPTS = ["write a word", "write a word", "write a word", "abc", "abc", "abc", "one row"]

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from collabzoo.algos.gae import advantages_and_targets, gae, td_errors
+from collabzoo.algos.objectives import (
+    advantages_and_targets,
+    clipped_policy_loss,
+    gae,
+    td_errors,
+    value_loss,
+)
 from tests.optional import require_module
 
 torch = require_module("torch", "train")
-
-from collabzoo.algos.actor_critic import clipped_policy_loss, value_loss  # noqa: E402
 
 
 def test_td_errors_terminal_and_cut_short() -> None:
@@ -88,8 +92,8 @@ def test_value_loss_with_and_without_clipping() -> None:
 def test_tree_estimates_equal_gae_along_each_branch() -> None:
     """A root with 2 branches (K = 2 at the first turn), each then a chain of 2 more turns:
     the tree recursion must give GAE of each branch's own trajectory."""
-    from collabzoo.algos.actor_critic import branch_estimates
-    from collabzoo.algos.rollout_tree import Child, Node
+    from collabzoo.algos.objectives import branch_estimates
+    from collabzoo.algos.rollout.tree import Child, Node
 
     def node(depth: int) -> Node:
         return Node(None, {"a": ""}, ["a"], depth, 0, [])

@@ -27,13 +27,10 @@ from collabzoo.algos import (  # noqa: E402
     MAGRPOConfig,
     MAGRPOTrainer,
 )
-from collabzoo.algos.actor_critic import (  # noqa: E402
-    CriticSample,
-    Sample,
-    clipped_policy_loss,
-)
-from collabzoo.algos.policy import Scored  # noqa: E402
-from collabzoo.algos.rollout_tree import expanded_nodes  # noqa: E402
+from collabzoo.algos.learners.critic_batches import CriticSample, Sample  # noqa: E402
+from collabzoo.algos.objectives import clipped_policy_loss  # noqa: E402
+from collabzoo.algos.policies.scoring import Scored  # noqa: E402
+from collabzoo.algos.rollout.tree import expanded_nodes  # noqa: E402
 from tests.test_learner_updates import QUIET  # noqa: E402
 from tests.test_learners import ScriptedPolicy, Sum, team  # noqa: E402
 from tests.tolerance import assert_close_to_scale  # noqa: E402

@@ -27,9 +27,9 @@ from collabzoo.algos import (  # noqa: E402
     MAREINFORCETrainer,
     tiny_causal_lm,
 )
-from collabzoo.algos.advantages import group_advantages, sample_returns  # noqa: E402
-from collabzoo.algos.policy import Completion  # noqa: E402
-from collabzoo.algos.rollout_tree import TreeRollout  # noqa: E402
+from collabzoo.algos.objectives import group_advantages, sample_returns  # noqa: E402
+from collabzoo.algos.policies.llm import Completion  # noqa: E402
+from collabzoo.algos.rollout.tree import TreeRollout  # noqa: E402
 
 FROM_SCRATCH = {  # settings for byte-level models trained from scratch
     "max_new_tokens": 1,
@@ -416,7 +416,7 @@ def test_settings_a_learner_refuses_are_usage_errors(tmp_path, capsys) -> None:
 def test_reward_shift_scale_and_normalisation() -> None:
     root, _ = build(max_depth=1, reward_transform=lambda r: (r - 4.0) * 0.5)  # shift -4, x0.5
     assert [c.reward for c in root.children] == [-0.5, -2.0]  # raw 3 and 0
-    from collabzoo.algos.learner import RunningStats
+    from collabzoo.algos.learners.stats import RunningStats
 
     stats = RunningStats()
     for value in (1.0, 2.0, 3.0, 4.0):
@@ -432,7 +432,7 @@ def test_a_lora_team_stores_only_its_adapters(tmp_path) -> None:
     from safetensors.torch import load_file
 
     from collabzoo.algos import lora_team
-    from collabzoo.algos.checkpoint import load_checkpoint
+    from collabzoo.algos.runtime.checkpoint import load_checkpoint
 
     def make_team():
         return lora_team(*tiny_causal_lm(seed=0), ["alpha", "beta"], rank=2)

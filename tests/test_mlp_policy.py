@@ -22,7 +22,7 @@ from collabzoo.algos import (  # noqa: E402
     MAREINFORCETrainer,
     Sampling,
 )
-from collabzoo.algos.mlp_policy import MLPPolicy, mlp_team  # noqa: E402
+from collabzoo.algos.policies.mlp import MLPPolicy, mlp_team  # noqa: E402
 
 QUIET = dict(
     tensorboard=False, progress=False, save_steps=0, temperature=1.0, top_p=1.0, top_k=None

@@ -10,7 +10,7 @@ from tests.optional import require_module
 
 require_module("torch", "train")
 
-from collabzoo.algos.model_loading import load_causal_lm, tiny_causal_lm  # noqa: E402
+from collabzoo.algos.policies.model_loading import load_causal_lm, tiny_causal_lm  # noqa: E402
 
 
 def test_a_saved_tiny_model_reloads_with_its_byte_tokenizer(tmp_path: Path) -> None:
@@ -25,7 +25,7 @@ def test_a_saved_tiny_model_reloads_with_its_byte_tokenizer(tmp_path: Path) -> N
 def test_a_checkpoint_without_a_folder_for_the_runs_agents_says_what_to_bench(tmp_path) -> None:
     """The single protocol plays one agent (`writer`); a two-agent team's checkpoint has no
     folder for it: the error names the saved policies and what to pass instead."""
-    from collabzoo.algos.model_loading import team_folders
+    from collabzoo.algos.policies.model_loading import team_folders
 
     for name in ("summary", "elaboration"):
         (tmp_path / name).mkdir()

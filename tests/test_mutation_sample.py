@@ -17,7 +17,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 # (module, the original text, the mutant's text, the tests that must fail)
 SAMPLE = {
     "TD error with the next value subtracted": (
-        "collabzoo/algos/gae.py",
+        "collabzoo/algos/objectives.py",
         "r + gamma * v_next - v",
         "r - gamma * v_next - v",
         ["tests/test_gae.py"],
@@ -35,13 +35,13 @@ SAMPLE = {
         ["tests/test_plain_data.py"],
     ),
     "RLOO's baseline including the sample itself": (
-        "collabzoo/algos/advantages.py",
+        "collabzoo/algos/objectives.py",
         "[(k * g - total) / (k - 1) for g in returns]",
         "[(k * g - total) / k for g in returns]",
         ["tests/test_advantages.py"],
     ),
     "the population std taken over K - 1": (
-        "collabzoo/algos/advantages.py",
+        "collabzoo/algos/objectives.py",
         "math.sqrt(squares / k)",
         "math.sqrt(squares / (k - 1))",
         ["tests/test_advantages.py"],

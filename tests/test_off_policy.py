@@ -25,10 +25,11 @@ from collabzoo.algos import (  # noqa: E402
     MAGRPOConfig,
     MAGRPOTrainer,
 )
-from collabzoo.algos.actor_critic import Sample, clipped_policy_loss  # noqa: E402
-from collabzoo.algos.off_policy import DriftLog, truncated_importance_weights  # noqa: E402
-from collabzoo.algos.policy import Completion  # noqa: E402
-from collabzoo.algos.rollout_tree import generate_in_process  # noqa: E402
+from collabzoo.algos.learners.critic_batches import Sample  # noqa: E402
+from collabzoo.algos.learners.stats import DriftLog  # noqa: E402
+from collabzoo.algos.objectives import clipped_policy_loss, truncated_importance_weights  # noqa: E402
+from collabzoo.algos.policies.llm import Completion  # noqa: E402
+from collabzoo.algos.rollout.tree import generate_in_process  # noqa: E402
 from tests.test_learner_maths import (  # noqa: E402
     LOG_PROBS,
     MASK,

@@ -25,12 +25,12 @@ from collabzoo.algos import (  # noqa: E402
     lora_team,
     tiny_causal_lm,
 )
-from collabzoo.algos.placement import (  # noqa: E402
+from collabzoo.algos.runtime.placement import (  # noqa: E402
     parse_device_map,
     resolve_device,
     resolve_dtype,
 )
-from collabzoo.algos.update_groups import UpdateGroup  # noqa: E402
+from collabzoo.algos.runtime.update_groups import UpdateGroup  # noqa: E402
 from collabzoo.envs.tinycoop import TinyCoopEnv  # noqa: E402
 
 META, CPU = torch.device("meta"), torch.device("cpu")

@@ -166,7 +166,7 @@ def templated_policy(max_prompt_tokens: int, **options) -> LLMPolicy:
 
 
 def test_a_long_prompt_is_cut_inside_the_template_with_a_visible_mark() -> None:
-    from collabzoo.algos.prompt_budget import TRUNCATION_MARK
+    from collabzoo.algos.policies.prompt_budget import TRUNCATION_MARK
 
     policy = templated_policy(120)
     text = "OLDEST " + "filler words " * 40 + "the newest line"
@@ -197,7 +197,7 @@ def test_the_parts_of_a_joint_state_share_the_budget() -> None:
 
 
 def test_share_budget_gives_short_parts_all_they_need() -> None:
-    from collabzoo.algos.prompt_budget import share_budget, split_parts
+    from collabzoo.algos.policies.prompt_budget import share_budget, split_parts
 
     assert share_budget([10, 100, 100], 90) == [10, 40, 40]
     assert share_budget([5, 6], 100) == [5, 6]

@@ -22,7 +22,7 @@ torch = require_module("torch", "train")
 require_module("gguf", "train")
 
 from collabzoo.algos import load_causal_lm  # noqa: E402
-from collabzoo.algos.pretrained import (  # noqa: E402
+from collabzoo.algos.policies.pretrained import (  # noqa: E402
     KNOWN_MODELS,
     PROVENANCE,
     PullError,
@@ -89,7 +89,7 @@ def empty_cache(tmp_path, monkeypatch) -> Path:
 
 
 def test_the_cache_follows_xdg_unless_collabzoo_cache_is_set(tmp_path, monkeypatch) -> None:
-    from collabzoo.algos.pretrained import cache_root
+    from collabzoo.algos.policies.pretrained import cache_root
 
     monkeypatch.delenv("COLLABZOO_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

@@ -23,7 +23,7 @@ from collabzoo.algos import (  # noqa: E402
     MAGRPOConfig,
     MAGRPOTrainer,
 )
-from collabzoo.algos.rollout_tree import expanded_nodes  # noqa: E402
+from collabzoo.algos.rollout.tree import expanded_nodes  # noqa: E402
 from tests.test_learners import ScriptedPolicy, Sum, team  # noqa: E402
 
 SETTINGS = {

@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from collabzoo.algos.run_log import RunLogger, read_metrics
+from collabzoo.algos.runtime.run_log import RunLogger, read_metrics
 from collabzoo.cli import main
 from tests.optional import require_module
 

@@ -18,7 +18,7 @@ from transformers.generation.logits_process import (  # noqa: E402
 )
 
 from collabzoo.algos import LLMPolicy, MLPPolicy, Sampling, tiny_causal_lm  # noqa: E402
-from collabzoo.algos.sampling import sampling_logits, token_log_probs  # noqa: E402
+from collabzoo.algos.policies.sampling import sampling_logits, token_log_probs  # noqa: E402
 
 SETTINGS = [
     Sampling(temperature=0.6, top_p=0.6, top_k=50),  # the reference defaults

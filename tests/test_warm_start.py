@@ -25,7 +25,7 @@ from collabzoo.algos import (  # noqa: E402
     SupervisedTrainer,
     lora_team,
 )
-from collabzoo.algos.model_loading import (  # noqa: E402
+from collabzoo.algos.policies.model_loading import (  # noqa: E402
     load_saved_team,
     small_causal_lm,
     task_tokenizer,
@@ -152,7 +152,7 @@ def test_a_lora_team_trains_each_adapter_on_its_rows_and_loads_back(
     )
     base.save_pretrained(tmp_path / "base")
     tokenizer.save_pretrained(tmp_path / "base")
-    from collabzoo.algos.model_loading import load_causal_lm
+    from collabzoo.algos.policies.model_loading import load_causal_lm
 
     policies = lora_team(*load_causal_lm(str(tmp_path / "base")), AGENTS, rank=4)
     frozen = {n: p.detach().clone() for n, p in base.named_parameters()}

@@ -9,27 +9,27 @@ task only as a ParallelEnv, which is what lets it train on third-party environme
 Needs the training extra: pip install "collabzoo[train]".
 """
 
-from collabzoo.algos.central_critic import (
+from collabzoo.algos.learners.central_critic import (
     CentralCriticConfig,
     CentralCriticTrainer,
     CoLLMCCConfig,
     CoLLMCCTrainer,
 )
-from collabzoo.algos.iac import IACConfig, IACTrainer
-from collabzoo.algos.ippo import IPPOConfig, IPPOTrainer
-from collabzoo.algos.magrpo import MAGRPOConfig, MAGRPOTrainer
-from collabzoo.algos.mlp_policy import MLPPolicy, mlp_team
-from collabzoo.algos.model_loading import (
+from collabzoo.algos.learners.iac import IACConfig, IACTrainer
+from collabzoo.algos.learners.ippo import IPPOConfig, IPPOTrainer
+from collabzoo.algos.learners.magrpo import MAGRPOConfig, MAGRPOTrainer
+from collabzoo.algos.learners.reinforce import MAREINFORCEConfig, MAREINFORCETrainer
+from collabzoo.algos.learners.supervised import SupervisedConfig, SupervisedTrainer
+from collabzoo.algos.policies.llm import LLMPolicy
+from collabzoo.algos.policies.mlp import MLPPolicy, mlp_team
+from collabzoo.algos.policies.model_loading import (
     load_causal_lm,
     load_saved_team,
     lora_team,
     small_causal_lm,
     tiny_causal_lm,
 )
-from collabzoo.algos.policy import LLMPolicy
-from collabzoo.algos.reinforce import MAREINFORCEConfig, MAREINFORCETrainer
-from collabzoo.algos.sampling import Sampling
-from collabzoo.algos.supervised import SupervisedConfig, SupervisedTrainer
+from collabzoo.algos.policies.sampling import Sampling
 
 LEARNERS = {
     "magrpo": (MAGRPOConfig, MAGRPOTrainer),

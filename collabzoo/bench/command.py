@@ -32,7 +32,7 @@ from collabzoo.bench.leaderboard import (
     render_json,
     render_markdown,
 )
-from collabzoo.bench.models import THREADS_HELP, ModelOptions, Sampling, TeamError
+from collabzoo.bench.models import ModelOptions, Sampling, TeamError
 from collabzoo.bench.protocols import DEFAULT_ROUNDS, PROTOCOLS
 from collabzoo.bench.rescore import rescore
 from collabzoo.bench.results import ResultsError
@@ -49,6 +49,13 @@ from collabzoo.bench.runner import (
     run_bench,
 )
 from collabzoo.bench.teams import parse_team
+from collabzoo.cli.options import (
+    add_device_options,
+    add_env_arg,
+    add_max_prompt_tokens,
+    json_object_option,
+)
+from collabzoo.cli.usage import UsageError
 from collabzoo.envs import entries, resolve
 
 EMBEDDED: dict[str, dict[str, Any]] = {
@@ -64,10 +71,6 @@ DEFAULT_OUTPUT = "results"
 REFERENCE_TOP_K = 50
 
 
-class BenchUsageError(Exception):
-    """A mistake on the command line: one 'collabzoo: error:' line, exit status 2."""
-
-
 # ----- reading the arguments ----------------------------------------------------------------
 def _value(raw: str) -> Any:
     try:
@@ -80,7 +83,7 @@ def select_envs(text: str) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
     """([(env short name, default kwargs)], whether a group was named) from --env."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
-        raise BenchUsageError("--env needs env names (e.g. strbuild,tldr), 'all' or 'embedded'")
+        raise UsageError("--env needs env names (e.g. strbuild,tldr), 'all' or 'embedded'")
     chosen: dict[str, dict[str, Any]] = {}
     group = False
     for name in names:
@@ -96,25 +99,8 @@ def select_envs(text: str) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
             try:
                 chosen.setdefault(resolve(name).short_name, {})
             except ValueError as error:
-                raise BenchUsageError(f"{error}; or a group: {', '.join(ENV_GROUPS)}") from None
+                raise UsageError(f"{error}; or a group: {', '.join(ENV_GROUPS)}") from None
     return list(chosen.items()), group
-
-
-def json_object_option(
-    raw: str | None,
-    flag: str = "--chat-template-kwargs",
-    example: str = '{"enable_thinking": false}',
-) -> dict[str, Any] | None:
-    """A JSON-object option (--chat-template-kwargs, --vllm-kwargs), or None when not given."""
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise BenchUsageError(f"{flag} must be JSON ({error}), got {raw!r}") from None
-    if not isinstance(value, dict):
-        raise BenchUsageError(f"{flag} must be a JSON object such as {example}, got {raw!r}")
-    return value
 
 
 def _scoped(pairs: Sequence[str], option: str, envs: Sequence[str]) -> dict[str | None, dict]:
@@ -125,17 +111,15 @@ def _scoped(pairs: Sequence[str], option: str, envs: Sequence[str]) -> dict[str 
         scope, colon, key = key.rpartition(":") if ":" in key else ("", "", key)
         key = key.strip()
         if not sep or not key:
-            raise BenchUsageError(
-                f"{option} takes [ENV:]KEY=VALUE (e.g. tldr:horizon=2), got {pair!r}"
-            )
+            raise UsageError(f"{option} takes [ENV:]KEY=VALUE (e.g. tldr:horizon=2), got {pair!r}")
         env = None
         if colon:
             try:
                 env = resolve(scope.strip()).short_name
             except ValueError as error:
-                raise BenchUsageError(f"{option} {pair!r}: {error}") from None
+                raise UsageError(f"{option} {pair!r}: {error}") from None
             if env not in envs:
-                raise BenchUsageError(
+                raise UsageError(
                     f"{option} {pair!r} is for {env}, which this run does not play "
                     f"(its envs: {', '.join(envs)})"
                 )
@@ -148,16 +132,16 @@ def _data(pairs: Sequence[str], envs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, source = pair.partition("=")
         if not sep or not name.strip() or not source.strip():
-            raise BenchUsageError(
+            raise UsageError(
                 f"--data takes ENV=SOURCE (a local file or folder, a hub id, or 'sample'), got "
                 f"{pair!r}"
             )
         try:
             env = resolve(name.strip()).short_name
         except ValueError as error:
-            raise BenchUsageError(f"--data {pair!r}: {error}") from None
+            raise UsageError(f"--data {pair!r}: {error}") from None
         if env not in envs:
-            raise BenchUsageError(
+            raise UsageError(
                 f"--data {pair!r} is for {env}, which this run does not play "
                 f"(its envs: {', '.join(envs)})"
             )
@@ -174,7 +158,7 @@ def _protocols(values: Sequence[str]) -> list[str]:
             if name == "all":
                 chosen += [p for p in PROTOCOLS if p not in chosen]
             elif name not in PROTOCOLS:
-                raise BenchUsageError(
+                raise UsageError(
                     f"unknown protocol {name!r}; expected one of {', '.join(PROTOCOLS)} or all"
                 )
             elif name not in chosen:
@@ -202,16 +186,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     try:
         teams = [parse_team(spec) for spec in args.team]
     except TeamError as error:
-        raise BenchUsageError(str(error)) from None
+        raise UsageError(str(error)) from None
     protocols = _protocols(args.protocol)
     if args.episodes is not None and args.episodes < 1:
-        raise BenchUsageError(f"--episodes must be at least 1, got {args.episodes}")
+        raise UsageError(f"--episodes must be at least 1, got {args.episodes}")
     if args.episodes_at_once < 1:
-        raise BenchUsageError(f"--episodes-at-once must be at least 1, got {args.episodes_at_once}")
+        raise UsageError(f"--episodes-at-once must be at least 1, got {args.episodes_at_once}")
     if args.rounds < 1:
-        raise BenchUsageError(f"--rounds must be at least 1, got {args.rounds}")
+        raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
     if args.resume and args.overwrite:
-        raise BenchUsageError("--resume and --overwrite exclude each other")
+        raise UsageError("--resume and --overwrite exclude each other")
     scoped = _scoped(args.env_arg, "--env-arg", env_names)
     data = _data(args.data, env_names)
     options = ModelOptions(
@@ -240,7 +224,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             try:
                 sandboxes.append(get_sandbox(args.sandbox, **limits))
             except Exception as error:
-                raise BenchUsageError(f"cannot start the {args.sandbox} sandbox: {error}") from None
+                raise UsageError(f"cannot start the {args.sandbox} sandbox: {error}") from None
         return sandboxes[0]
 
     outcomes: list[RunOutcome] = []
@@ -297,13 +281,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
                         )
                     except NotApplicable as error:
                         if not grouped:
-                            raise BenchUsageError(f"{env_name}: {error}") from None
+                            raise UsageError(f"{env_name}: {error}") from None
                         cannot.add((env_name, team.label))  # for every protocol alike
                         skipped.append(f"{env_name} / {team.label}: {error}")
                         print(f"skipped {skipped[-1]}", file=sys.stderr, flush=True)
                         continue
                     except (BenchError, ResultsError) as error:
-                        raise BenchUsageError(str(error)) from None
+                        raise UsageError(str(error)) from None
                     outcomes.append(outcome)
                     print(_summary_line(outcome), flush=True)
     except Interrupted as stop:
@@ -320,7 +304,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for sandbox in sandboxes:
             sandbox.close()
     if not outcomes:
-        raise BenchUsageError(
+        raise UsageError(
             "nothing ran: every env / team pair was skipped (see above); pick envs the teams "
             "can play"
         )
@@ -347,7 +331,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     try:
         documents, notes = find_results(args.results)
     except ResultsError as error:
-        raise BenchUsageError(str(error)) from None
+        raise UsageError(str(error)) from None
     for note in notes:
         print(note, file=sys.stderr)
     published = not args.no_published
@@ -358,7 +342,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
             with open(args.output, "w", encoding="utf-8") as handle:
                 handle.write(text)
         except OSError as error:
-            raise BenchUsageError(f"cannot write {args.output}: {error}") from None
+            raise UsageError(f"cannot write {args.output}: {error}") from None
         print(f"leaderboard written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -366,9 +350,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         try:
             path = plot_score_vs_cost(documents, args.plot, published)
         except ImportError:
-            raise BenchUsageError("--plot needs matplotlib: pip install matplotlib") from None
+            raise UsageError("--plot needs matplotlib: pip install matplotlib") from None
         except (OSError, ValueError) as error:
-            raise BenchUsageError(f"cannot plot to {args.plot}: {error}") from None
+            raise UsageError(f"cannot plot to {args.plot}: {error}") from None
         print(f"plot written to {path}", file=sys.stderr)
     return 0
 
@@ -381,7 +365,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         try:
             report = rescore(name)
         except (ResultsError, ValueError, TypeError, KeyError) as error:
-            raise BenchUsageError(f"cannot re-score {name}: {error}") from None
+            raise UsageError(f"cannot re-score {name}: {error}") from None
         if report.ok:
             print(f"{name}: {report.episodes} episodes, {report.turns} turns re-scored as recorded")
             continue
@@ -411,11 +395,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     output = Path(args.output)
     if output.is_file() or (output.is_dir() and any(output.iterdir()) and not args.overwrite):
-        raise BenchUsageError(f"{output} exists and is not empty: pass --overwrite to replace it")
+        raise UsageError(f"{output} exists and is not empty: pass --overwrite to replace it")
     sources = list(args.sources)
     if args.team:
         if len(sources) != 1:
-            raise BenchUsageError(
+            raise UsageError(
                 f"with --team, name one env to play (got {len(sources)}: {' '.join(sources)})"
             )
         results = output / "results"
@@ -424,11 +408,11 @@ def cmd_export(args: argparse.Namespace) -> int:
             return status
         sources = [str(results)]
     elif args.episodes is not None or args.seed is not None or args.env_arg or args.greedy:
-        raise BenchUsageError("--episodes, --seed, --env-arg and --greedy need --team")
+        raise UsageError("--episodes, --seed, --env-arg and --greedy need --team")
     try:
         dataset = episodes_dataset(sources)
     except (ExportError, ResultsError) as error:
-        raise BenchUsageError(str(error)) from None
+        raise UsageError(str(error)) from None
     import datasets
 
     datasets.disable_progress_bars()
@@ -466,6 +450,19 @@ def _bench_arguments(args: argparse.Namespace, env: str, results: Path) -> argpa
     return bench_args
 
 
+def _add_team_specs(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """--team SPEC, repeatable: the teams `bench` plays (and `export` plays through it)."""
+    parser.add_argument(
+        "--team",
+        action="append",
+        required=required,
+        default=None if required else [],
+        metavar="SPEC",
+        help="scripted:oracle|naive|heuristic, hf:MODEL (or a `collabzoo train` checkpoint "
+        "folder, or MODEL_1,MODEL_2 per agent), openai:http://HOST:PORT/v1/MODEL; repeatable",
+    )
+
+
 def add_commands(commands: Any) -> None:
     """Add `bench`, `leaderboard`, `rescore` and `export` to the `collabzoo` subcommands."""
     bench = commands.add_parser(
@@ -482,14 +479,7 @@ def add_commands(commands: Any) -> None:
         help="env names or ids, comma-separated; 'all' (every env; pairs that cannot run are "
         "skipped) or 'embedded' (the envs whose tasks ship with the package; offline)",
     )
-    bench.add_argument(
-        "--team",
-        action="append",
-        required=True,
-        metavar="SPEC",
-        help="scripted:oracle|naive|heuristic, hf:MODEL (or a `collabzoo train` checkpoint "
-        "folder, or MODEL_1,MODEL_2 per agent), openai:http://HOST:PORT/v1/MODEL; repeatable",
-    )
+    _add_team_specs(bench, required=True)
     bench.add_argument(
         "--protocol",
         action="append",
@@ -512,7 +502,9 @@ def add_commands(commands: Any) -> None:
         help="task split: eval (default) or train, the reference slices, or all: every task "
         "in the dataset's order",
     )
-    bench.add_argument("--seed", type=int, default=0, help="episode k resets with seed SEED+k (0)")
+    bench.add_argument(
+        "--seed", type=int, default=0, help="episode k resets with seed SEED+k (%(default)s)"
+    )
     bench.add_argument(
         "--output", default=DEFAULT_OUTPUT, help=f"results folder ({DEFAULT_OUTPUT})"
     )
@@ -525,14 +517,7 @@ def add_commands(commands: Any) -> None:
         metavar="ENV=SOURCE",
         help="an env's data: a local file or folder, a hub id, or 'sample'; repeatable",
     )
-    bench.add_argument(
-        "--env-arg",
-        action="append",
-        default=[],
-        metavar="[ENV:]KEY=VALUE",
-        help="an env constructor argument, for every env or ENV only; VALUE is JSON when it "
-        "parses (e.g. --env-arg housebuild:feedback=position); repeatable",
-    )
+    add_env_arg(bench, scoped=True)
     sampling = bench.add_argument_group("sampling (reference defaults)")
     sampling.add_argument("--max-new-tokens", type=int, default=Sampling.max_new_tokens)
     sampling.add_argument("--temperature", type=float, default=Sampling.temperature)
@@ -545,9 +530,7 @@ def add_commands(commands: Any) -> None:
     )
     sampling.add_argument("--greedy", action="store_true", help="greedy decoding instead")
     hf = bench.add_argument_group("hf: and vllm: teams")
-    hf.add_argument("--device", default=ModelOptions.device, help="auto, cpu, cuda, cuda:1 ...")
-    hf.add_argument("--dtype", default=ModelOptions.dtype, help="auto, bfloat16, float16 ...")
-    hf.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
+    add_device_options(hf, device=ModelOptions.device, dtype=ModelOptions.dtype)
     hf.add_argument(
         "--episodes-at-once",
         type=int,
@@ -557,7 +540,7 @@ def add_commands(commands: Any) -> None:
         "generate; 1: one by one (for hf, a sampled run then repeats exactly; vllm seeds each "
         "row, so its runs repeat either way)",
     )
-    hf.add_argument("--max-prompt-tokens", type=int, default=ModelOptions.max_prompt_tokens)
+    add_max_prompt_tokens(hf, default=ModelOptions.max_prompt_tokens)
     hf.add_argument(
         "--chat-template-kwargs",
         default=None,
@@ -612,7 +595,9 @@ def add_commands(commands: Any) -> None:
         " with the file. Exit status 1 when any differs.",
     )
     again.add_argument("files", nargs="+", metavar="FILE", help="results files")
-    again.add_argument("--show", type=int, default=20, help="differences to print per file (20)")
+    again.add_argument(
+        "--show", type=int, default=20, help="differences to print per file (%(default)s)"
+    )
     again.set_defaults(handler=cmd_rescore)
 
     export = commands.add_parser(
@@ -632,20 +617,15 @@ def add_commands(commands: Any) -> None:
         help="the env to play (with --team), or results files and folders of them",
     )
     export.add_argument("-o", "--output", required=True, help="dataset folder")
-    export.add_argument(
-        "--team", action="append", default=[], metavar="SPEC", help="as for bench; repeatable"
-    )
+    _add_team_specs(export, required=False)
     export.add_argument("--episodes", type=int, default=None, help="(default: each task once)")
     export.add_argument("--split", choices=BENCH_SPLITS, default="train", help="(train)")
     export.add_argument("--seed", type=int, default=None, help="episode k: seed SEED+k (0)")
-    export.add_argument(
-        "--env-arg", action="append", default=[], metavar="KEY=VALUE", help="as for bench"
-    )
+    add_env_arg(export, scoped=True)
     export.add_argument("--max-new-tokens", type=int, default=None, help="as for bench")
     export.add_argument("--temperature", type=float, default=None, help="as for bench")
     export.add_argument("--greedy", action="store_true", help="as for bench")
-    export.add_argument("--device", default=None, help="as for bench")
-    export.add_argument("--dtype", default=None, help="as for bench")
+    add_device_options(export, device=None, dtype=None, threads=False)
     export.add_argument(
         "--sandbox", choices=("auto", "docker", "process"), default=None, help="as for bench"
     )

@@ -42,7 +42,7 @@ class HFModel:
     ) -> list[Generation]:
         import torch
 
-        from collabzoo.algos.sampling import Sampling as PolicySampling
+        from collabzoo.algos.policies.sampling import Sampling as PolicySampling
 
         settings = PolicySampling(
             max_new_tokens=sampling.max_new_tokens,
@@ -69,8 +69,8 @@ class HFModel:
 
 
 def _device(requested: str) -> str:
-    """The training rule (`collabzoo.algos.placement`): "auto" is CUDA when present."""
-    from collabzoo.algos.placement import resolve_device
+    """The training rule (`collabzoo.algos.runtime.placement`): "auto" is CUDA when present."""
+    from collabzoo.algos.runtime.placement import resolve_device
 
     try:
         return str(resolve_device(requested))
@@ -79,7 +79,7 @@ def _device(requested: str) -> str:
 
 
 def _dtype(name: str) -> Any:
-    from collabzoo.algos.placement import resolve_dtype
+    from collabzoo.algos.runtime.placement import resolve_dtype
 
     try:
         return resolve_dtype(name)
@@ -95,9 +95,9 @@ def needs_torch(error: ImportError) -> TeamError:
 
 def checkpoint_folders(path: str, agents: Sequence[str]) -> dict[Path, list[str]]:
     """The policies of a `trainer.save(path)` folder: {subfolder: its agents}; {} when `path`
-    is not such a folder (see `collabzoo.algos.model_loading.team_folders`)."""
+    is not such a folder (see `collabzoo.algos.policies.model_loading.team_folders`)."""
     try:
-        from collabzoo.algos.model_loading import team_folders
+        from collabzoo.algos.policies.model_loading import team_folders
     except ImportError as error:
         raise needs_torch(error) from None
     try:
@@ -118,12 +118,12 @@ def load_policy(name: str, agent: str | None, options: ModelOptions) -> tuple[An
     """(LLMPolicy, description) for a hub id, "tiny", a save_pretrained folder, or a LoRA
     folder saved by a `lora_team` (its base model is read from the adapter config)."""
     try:
-        from collabzoo.algos.model_loading import load_causal_lm, load_tokenizer
-        from collabzoo.algos.policy import LLMPolicy
+        from collabzoo.algos.policies.llm import LLMPolicy
+        from collabzoo.algos.policies.model_loading import load_causal_lm, load_tokenizer
     except ImportError as error:
         raise needs_torch(error) from None
 
-    from collabzoo.algos.placement import set_torch_threads
+    from collabzoo.algos.runtime.placement import set_torch_threads
 
     try:
         set_torch_threads(options.threads)

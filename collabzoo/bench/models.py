@@ -149,14 +149,7 @@ class ModelOptions:
     with long prompts."""
     threads: int | None = None
     """hf: torch's CPU threads; None: the given cores the load average leaves free (see
-    `collabzoo.algos.placement.set_torch_threads`)."""
-
-
-THREADS_HELP = (
-    "torch's CPU threads (default: the cores this process may use that the load average leaves "
-    "free, at least 1: on a busy machine, threads beyond the free cores slow generation many "
-    "times over)"
-)
+    `collabzoo.algos.runtime.placement.set_torch_threads`)."""
 
 
 class CallSeeds:

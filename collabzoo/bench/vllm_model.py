@@ -123,8 +123,8 @@ def _encoder(folder: str, options: ModelOptions) -> Any:
     just the generation config, where the stop tokens are read; the weights live in vLLM."""
     from transformers import GenerationConfig
 
-    from collabzoo.algos.model_loading import load_tokenizer
-    from collabzoo.algos.policy import LLMPolicy
+    from collabzoo.algos.policies.llm import LLMPolicy
+    from collabzoo.algos.policies.model_loading import load_tokenizer
 
     tokenizer = load_tokenizer(folder)
     if tokenizer.pad_token_id is None:
@@ -163,7 +163,7 @@ def _engine(model: str, options: ModelOptions, *, lora_rank: int | None = None) 
     import torch
     from vllm import LLM
 
-    from collabzoo.algos.vllm_generation import cpu_engine_settings
+    from collabzoo.algos.rollout.vllm_engine import cpu_engine_settings
 
     settings: dict[str, Any] = {
         "model": model,
@@ -204,7 +204,7 @@ def load_vllm_team(
         ) from None
 
     def member(target: str, agent: str | None) -> VLLMModel:
-        from collabzoo.algos.pretrained import PullError, resolve_model
+        from collabzoo.algos.policies.pretrained import PullError, resolve_model
 
         try:  # a known model's short name: its pulled folder
             target = resolve_model(target)

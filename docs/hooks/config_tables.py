@@ -1,6 +1,6 @@
 """MkDocs hook: a learner page's config table, generated from the config dataclass itself.
 
-A page asks for one with `<!-- config-fields: collabzoo.algos.magrpo.MAGRPOConfig -->`. The
+A page asks for one with `<!-- config-fields: collabzoo.algos.learners.magrpo.MAGRPOConfig -->`. The
 fields, their types, defaults and one-line docstrings are read statically with griffe (the
 engine mkdocstrings uses), so building the site needs no torch. The table has a section per
 class of the config's hierarchy, the learner's own first; a field a subclass re-declares is

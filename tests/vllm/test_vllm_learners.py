@@ -30,8 +30,8 @@ from collabzoo.algos import (  # noqa: E402
     lora_team,
     tiny_causal_lm,
 )
-from collabzoo.algos.sampling import Sampling  # noqa: E402
-from collabzoo.algos.vllm_generation import VLLMGenerator  # noqa: E402
+from collabzoo.algos.policies.sampling import Sampling  # noqa: E402
+from collabzoo.algos.rollout.vllm_engine import VLLMGenerator  # noqa: E402
 from tests.vllm.test_vllm_bench import VLLM_SHAPE  # noqa: E402
 
 TOLERANCE = 1e-5

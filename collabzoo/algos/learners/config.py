@@ -1,0 +1,172 @@
+"""What every learner is configured with: the shared settings, the sampling they train under
+and the optimizer settings of each update group. Apart from the loop so that a config can be
+read, validated and documented without the machinery that runs it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from collabzoo.algos.policies.sampling import Sampling
+from collabzoo.algos.runtime.update_groups import UpdateGroup
+
+GENERATION_BACKENDS = ("hf", "vllm")
+ENV_EXECUTORS = ("threads", "ray")
+
+
+@dataclass
+class LearnerConfig:
+    """Settings every learner shares (reference names and defaults where they exist)."""
+
+    output_dir: str = "runs/collabzoo"
+    """Where metrics.jsonl, TensorBoard logs and checkpoints go."""
+    seed: int = 0
+    """Seeds the episodes (and, with `set_seed`, torch's sampling)."""
+    max_updates: int = 100
+    """Optimizer updates (rollout + learning rounds) to run."""
+    rollout_buffer_size: int = 2
+    """Episodes rolled out per update."""
+    num_generations: int = 4
+    """K: samples per agent at every branching node."""
+    num_turns: int | None = None
+    """Maximum turns per episode; None: until the environment ends the episode."""
+    discount: float = 0.9
+    """gamma."""
+    early_termination_threshold: float | None = None
+    """A node whose children's mean reward exceeds this is not expanded further."""
+    advantage_normalization: bool = True
+    """Scale advantages by their spread: each node's K siblings by their std (the tree
+    learners), each agent's advantages z-scored over the update (the actor-critic learners)."""
+    weight_decay: float = 0.0
+    """AdamW's decoupled weight decay."""
+    adam_beta1: float = 0.9
+    """AdamW's beta1."""
+    adam_beta2: float = 0.999
+    """AdamW's beta2."""
+    adam_epsilon: float = 1e-8
+    """AdamW's epsilon."""
+    max_grad_norm: float = 1.0
+    """Each policy's (and critic's) own gradient norm is clipped to this."""
+    max_new_tokens: int = 256
+    """Tokens generated per completion at most."""
+    temperature: float = 0.6
+    """Sampling temperature; every loss scores under the same distribution."""
+    top_p: float = 0.6
+    """Nucleus sampling: keep the smallest set of tokens whose probability reaches this."""
+    top_k: int | None = 50
+    """Keep the k most likely tokens before top-p; None: no cut."""
+    do_sample: bool = True
+    """Must stay True for training: greedy decoding has no log-probability to follow."""
+    chat_template_kwargs: dict[str, Any] | None = None
+    """Options of the chat template for every policy (`{"enable_thinking": False}` for Qwen3);
+    None: each policy's own."""
+    reward_shift: float = 0.0
+    """Added to every team reward before learning (the reference shifts max rewards to ~0)."""
+    reward_scale: float = 1.0
+    """Multiplies every (shifted) team reward."""
+    reward_normalization: bool = False
+    """Standardise rewards with running statistics."""
+    reward_norm_eps: float = 1e-8
+    """Added to the running std when `reward_normalization` divides by it."""
+    logprob_batch_size: int = 16
+    """Sequences per forward pass in the loss (bounds memory)."""
+    device: str | None = "auto"
+    """Where the models run: "auto" (CUDA when present; a model the user already put on a GPU
+    stays there), "cpu", "cuda", "cuda:N", or None to leave every model where it is. See
+    `placement`."""
+    dtype: str = "auto"
+    """Compute dtype: "auto" (the model's own), "bfloat16", "float16" or "float32"; trainable
+    weights stay float32 masters."""
+    agent_devices: dict[str, str] | None = None
+    """Per-agent devices, e.g. {"aux": "cuda:0", "main": "cuda:1"}; over `device`."""
+    generation_batch_size: int | None = None
+    """Rows per `generate` call at most (a multi-turn tree grows as K^depth); None: every row
+    of a depth in one call."""
+    gradient_checkpointing: bool = False
+    """Recompute each layer's activations in backward (non-reentrant, so shared-prompt scoring
+    keeps working): less memory per scored token for about a third more compute."""
+    generation_backend: str = "hf"
+    """What samples the rollouts: "hf" (transformers' `generate` on the trained model) or
+    "vllm" (vLLM engines in this process, synced after every step; see `rollout.vllm_engine`)."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """vLLM: the share of the GPU's memory each engine may take (weights and KV cache)."""
+    vllm_enable_sleep_mode: bool = False
+    """vLLM: free each engine's GPU memory while training, where vLLM supports it (CUDA)."""
+    vllm_kwargs: dict[str, Any] | None = None
+    """vLLM: more `vllm.LLM` settings, over collabzoo's (e.g. {"enforce_eager": True})."""
+    vllm_importance_sampling_cap: float | None = 2.0
+    """C of the truncated importance weight min(pi_train / pi_vllm, C) on every token of a
+    vLLM-sampled rollout (see `objectives`); None: no correction (the drift is still logged)."""
+    rollout_shards: int = 1
+    """Roll an update's episodes out in this many shards, each with torch's RNG seeded from
+    (seed, update, shard): the sampling of a data-parallel run with this many ranks, which one
+    process reproduces (see `data_parallel`). Under torchrun it is the number of ranks."""
+    env_workers: int = 8
+    """Threads stepping environment copies concurrently."""
+    env_executor: str = "threads"
+    """Where the envs step: "threads" (this process, `env_workers` threads) or "ray" (each
+    child's step a task on a Ray cluster; see `rollout.ray_rollouts`)."""
+    ray_address: str | None = None
+    """The Ray cluster of env_executor="ray": None starts (or joins) a local one, "auto" the
+    running cluster, "ray://host:port" a remote one."""
+    logging_steps: int = 1
+    """Write metrics.jsonl (and TensorBoard) every this many updates."""
+    save_steps: int = 50
+    """Checkpoint every this many updates (and at the end); 0: only at the end."""
+    save_total_limit: int = 2
+    """Checkpoints kept in output_dir; older ones are deleted."""
+    eval_interval: int = 0
+    """Evaluate every this many updates; 0: never during training."""
+    eval_num_samples: int = 8
+    """Episodes per evaluation."""
+    tensorboard: bool = True
+    """Write TensorBoard event files beside metrics.jsonl."""
+    wandb: dict[str, Any] | None = None
+    """Log to Weights & Biases too: keyword arguments of `wandb.init` (project, name, ...)."""
+    progress: bool = True
+    """Show a progress bar on stderr."""
+    resume: bool = False
+    """Continue from the latest checkpoint in output_dir."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Settings of your own, kept with the config; collabzoo's learners read none of them."""
+
+    def sampling(self) -> Sampling:
+        """The sampling distribution of rollouts, which every loss also scores under."""
+        return Sampling(
+            self.max_new_tokens, self.temperature, self.top_p, self.top_k, self.do_sample
+        )
+
+
+def update_group(name: str, parameters: Any, lr: float, args: LearnerConfig) -> UpdateGroup:
+    """An `UpdateGroup` with the config's AdamW settings and gradient clip."""
+    return UpdateGroup(
+        name,
+        parameters,
+        lr=lr,
+        betas=(args.adam_beta1, args.adam_beta2),
+        eps=args.adam_epsilon,
+        weight_decay=args.weight_decay,
+        max_grad_norm=args.max_grad_norm,
+    )
+
+
+def training_sampling(args: LearnerConfig) -> Sampling:
+    """The config's sampling settings, refused when they cannot be trained on."""
+    sampling = args.sampling()
+    if not sampling.do_sample:
+        raise ValueError(
+            "do_sample=False samples greedily: a deterministic policy whose log-probability "
+            "has no gradient to follow, so a learner cannot train on it; keep do_sample=True "
+            "(lower the temperature for less random rollouts) and evaluate greedily with "
+            "`collabzoo bench --greedy` if needed"
+        )
+    return sampling
+
+
+__all__ = [
+    "ENV_EXECUTORS",
+    "GENERATION_BACKENDS",
+    "LearnerConfig",
+    "training_sampling",
+    "update_group",
+]

@@ -1,0 +1,250 @@
+"""The shared trainer of the Monte-Carlo learners (MA-REINFORCE, MAGRPO) on rollout trees.
+
+Per update: grow `rollout_buffer_size` trees (episodes seeded deterministically from the run
+seed and the update index, so a resumed run sees the same data order), compute each expanded
+node's sibling-group advantages per agent, and take one optimizer step on
+
+    loss_i = - mean_g( A_g * sum_t log pi_i(a_g,t | h_g) )  [+ kl_coef * mean_t k3(q_t)]
+
+for each agent i, where pi_i is the distribution the rollout sampled from (temperature, top-k,
+top-p). Rollouts sampled by vLLM weight each token's term by min(pi_i / pi_vllm, C)
+(`objectives`). Each distinct policy has its own optimizer, gradient clip and skip
+(`runtime.update_groups`): a non-finite loss skips that policy's step only and is reported; it never
+becomes a constant. The loss pass runs in train mode, the KL reference pass in eval mode. A
+learner subclass only chooses the baseline and normalisation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+
+from collabzoo.algos.learners.config import LearnerConfig, update_group
+from collabzoo.algos.learners.learner import Learner
+from collabzoo.algos.learners.stats import DriftLog
+from collabzoo.algos.objectives import (
+    STD_MODES,
+    group_advantages,
+    sample_returns,
+    truncated_importance_weights,
+)
+from collabzoo.algos.policies.llm import LLMPolicy
+from collabzoo.algos.rollout.tree import Node, expanded_nodes
+from collabzoo.algos.runtime.placement import model_device
+
+
+class TreeSample(NamedTuple):
+    """One agent's completion in a tree learner's batch, with its advantage. A named tuple so
+    a batch unpacks as (prompt, completion, advantage, ...) where that reads best; a plain
+    3-tuple read as one has no sampler log-probabilities."""
+
+    prompt_ids: Sequence[int]
+    completion_ids: Sequence[int]
+    advantage: float
+    sampler_log_probs: Sequence[float] | None = None
+    """The sampling engine's log-probabilities (vLLM rollouts), for the off-policy weight."""
+
+
+@dataclass
+class TreeLearnerConfig(LearnerConfig):
+    """Settings of the rollout-tree learners (reference names and defaults)."""
+
+    joint_mode: str = "aligned"
+    """'aligned' (K joint actions per node) or 'cross' (K^N)."""
+    agent_learning_rate: float = 5.0e-6
+    """AdamW learning rate of every policy (each has its own optimizer)."""
+    advantage_std: str = "population"
+    """The group std that normalises advantages: 'population' clamped at 1e-6 (the
+    reference's), or 'unbiased' + 1e-8 (collabzoo before 0.2)."""
+    reference_kl_enabled: bool = False
+    """Add a k3 KL penalty to a frozen reference policy (the LoRA base when there is one)."""
+    reference_kl_coef: float = 0.1
+    """beta of the KL penalty when `reference_kl_enabled`."""
+
+
+class TreeLearner(Learner):
+    """Base of the Monte-Carlo learners; subclasses set `baseline` (and their config class)."""
+
+    baseline = "mean"
+    algorithm = "tree"
+
+    def __init__(
+        self,
+        env: Any,
+        models: Any,
+        args: TreeLearnerConfig,
+        *,
+        tokenizer: Any = None,
+        eval_env: Any = None,
+    ) -> None:
+        if args.advantage_std not in STD_MODES:
+            raise ValueError(
+                f"advantage_std must be one of {STD_MODES}, got {args.advantage_std!r}"
+            )
+        super().__init__(env, models, args, tokenizer=tokenizer, eval_env=eval_env)
+        for policy in self.distinct:
+            name = self.policy_name(policy)
+            self.groups[name] = update_group(
+                name, policy.trainable_parameters(), args.agent_learning_rate, args
+            )
+        self.drift = DriftLog()
+        """The sampler drift of the current update (vLLM rollouts only)."""
+        self.references: dict[int, Any] = {}
+        if args.reference_kl_enabled:
+            for policy in self.distinct:
+                if policy.adapter is None:  # no LoRA base to fall back on: a frozen copy
+                    frozen = policy.copy()
+                    frozen.model.eval()
+                    for p in frozen.model.parameters():
+                        p.requires_grad_(False)
+                    if policy.compute_dtype is not None:  # frozen: no master weights needed
+                        frozen.model.to(policy.compute_dtype)
+                    self.references[id(policy)] = frozen
+
+    # ----- rewards and advantages ---------------------------------------------------------------
+    def node_advantages(self, node: Node) -> dict[str, list[float]]:
+        """Per agent, the advantages of its K samples at this node."""
+        joints = [c.joint for c in node.children]
+        returns = [c.ret for c in node.children]
+        return {
+            agent: group_advantages(
+                sample_returns(joints, returns, position, node.k),
+                self.baseline,
+                self.args.advantage_normalization,
+                std=self.args.advantage_std,
+            )
+            for position, agent in enumerate(node.agents)
+        }
+
+    # ----- one update ---------------------------------------------------------------------------
+    def training_batch(self, roots: list[Node]) -> dict[str, list[TreeSample]]:
+        """Per agent: a `TreeSample` of every sample."""
+        batch: dict[str, list[TreeSample]] = {a: [] for a in self.agents}
+        for root in roots:
+            for node in expanded_nodes(root):
+                for agent, advantages in self.node_advantages(node).items():
+                    for completion, advantage in zip(node.samples[agent], advantages, strict=True):
+                        batch[agent].append(
+                            TreeSample(
+                                completion.prompt_ids,
+                                completion.completion_ids,
+                                advantage,
+                                completion.sampler_log_probs,
+                            )
+                        )
+        return batch
+
+    def _kl(
+        self,
+        policy: LLMPolicy,
+        prompts: Any,
+        completions: Any,
+        log_probs: torch.Tensor,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """k3 estimator exp(q) - q - 1, q = log p_ref - log p, averaged over real tokens; both
+        under the sampling distribution, the reference in eval mode."""
+        with torch.no_grad():
+            if policy.adapter is not None:
+                with policy.reference(), policy.mode(train=False):
+                    ref, _ = policy.token_log_probs(prompts, completions, sampling=self.sampling)
+            else:
+                reference = self.references[id(policy)]
+                model = getattr(reference, "model", None)
+                if model is not None and model_device(model) != policy.device:
+                    model.to(policy.device)  # the policy was moved after construction
+                ref, _ = reference.token_log_probs(prompts, completions, sampling=self.sampling)
+        q = (ref - log_probs).masked_fill(~mask, 0.0)
+        per_token = (torch.exp(q) - q - 1.0).masked_fill(~mask, 0.0)
+        return per_token.sum() / mask.sum().clamp(min=1)
+
+    def _policy_loss(
+        self,
+        agent: str,
+        samples: Sequence[Sequence[Any]],
+        metrics: dict[str, float],
+        total: int | None = None,
+    ) -> bool:
+        """Backpropagate one agent's loss in chunks; False at the first non-finite chunk.
+
+        Samples drawn by another engine (vLLM) weight each token's term by the truncated
+        importance ratio w_t = min(pi / pi_sampler, C) of `objectives`, taken at the policy the
+        step starts from: -mean_g(A_g sum_t w_t log pi(a_g,t | h_g)). The mean is over `total`
+        samples: every rank's in a data-parallel run (see `data_parallel`), else these."""
+        policy = self.policies[agent]
+        total = total or len(samples)
+        chunk = max(1, self.args.logprob_batch_size)
+        agent_loss = agent_kl = 0.0
+        outside = 0
+        for start in range(0, len(samples), chunk):
+            part = [TreeSample(*s) for s in samples[start : start + chunk]]
+            prompts = [s.prompt_ids for s in part]
+            completions = [s.completion_ids for s in part]
+            advantages = torch.tensor([s.advantage for s in part], device=policy.device)
+            scored = policy.score(prompts, completions, sampling=self.sampling)
+            outside += scored.outside_kept
+            weighted = scored.log_probs
+            sampler = [s.sampler_log_probs for s in part]
+            if any(found is not None for found in sampler):
+                found = truncated_importance_weights(
+                    scored.log_probs, sampler, scored.mask, self.args.vllm_importance_sampling_cap
+                )
+                self.drift.add(found)
+                weighted = scored.log_probs * found.weights
+            loss = -(advantages * weighted.sum(-1)).sum() / total
+            if self.args.reference_kl_enabled:
+                kl = self._kl(policy, prompts, completions, scored.log_probs, scored.mask)
+                loss = loss + self.args.reference_kl_coef * kl * len(part) / total
+                agent_kl += kl.item() * len(part) / total
+            if not torch.isfinite(loss):
+                return False
+            with torch.profiler.record_function("collabzoo.backward"):
+                loss.backward()
+            agent_loss += loss.item()
+        metrics[f"loss/{agent}"] = agent_loss
+        metrics["outside_kept_tokens"] = metrics.get("outside_kept_tokens", 0.0) + outside
+        if self.args.reference_kl_enabled:
+            metrics[f"kl/{agent}"] = agent_kl
+        return True
+
+    def optimize(self, batch: dict[str, Sequence[Sequence[Any]]]) -> dict[str, float]:
+        """One step per distinct policy: its agents' losses, its own clip, its own skip."""
+        metrics: dict[str, float] = {}
+        self.drift = DriftLog()
+        norms: list[float] = []
+        skipped = 0
+        counts = [float(len(batch.get(a, []))) for a in self.agents]
+        if self.parallel is not None:  # the loss is a mean over every rank's samples
+            counts = self.parallel.sum(counts)
+        totals = {a: int(n) for a, n in zip(self.agents, counts, strict=True)}
+        for policy in self.distinct:
+            name = self.policy_name(policy)
+            group = self.groups[name]
+            group.zero_grad()
+            agents = [a for a in self.agents if self.policies[a] is policy and batch.get(a)]
+            with policy.mode(train=True):
+                finite = all(
+                    self._policy_loss(agent, batch[agent], metrics, totals[agent])
+                    for agent in agents
+                )
+            norm = group.step(loss_finite=finite)
+            if norm is None:
+                skipped += 1
+                metrics[f"skipped/{name}"] = 1.0
+                continue
+            metrics[f"grad_norm/{name}"] = norm
+            norms.append(norm)
+        metrics.update(
+            loss=sum(v for k, v in metrics.items() if k.startswith("loss/")),
+            grad_norm=max(norms, default=0.0),
+            skipped=float(skipped),
+            skipped_updates=float(self.skipped_updates),
+        )
+        metrics.update(self.drift.metrics())
+        return metrics
+
+    def learn(self, roots: list[Node]) -> dict[str, float]:
+        return self.optimize(self.training_batch(roots))

@@ -1,0 +1,197 @@
+"""The options several commands share, each defined once here, and the readers of their values.
+
+`--env-arg` (play, serve, train, bench, export), `--team` as a team layout (train, sft),
+`--set` (train, sft), `--max-prompt-tokens` (train, sft, bench) and the placement options
+(`--device`, `--dtype`, `--threads`; train and sft add per-agent devices and gradient
+checkpointing) read the same and say the same wherever they appear.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from collabzoo.cli.config_defaults import DefaultHelp, policy_default
+from collabzoo.cli.usage import UsageError
+
+AUTO = "auto"
+"""--device and --dtype: CUDA when present, the checkpoint's dtype."""
+TEAM_LAYOUTS = ("separate", "shared", "lora")
+THREADS_HELP = (
+    "torch's CPU threads (default: the cores this process may use that the load average leaves "
+    "free, at least 1: on a busy machine, threads beyond the free cores slow generation many "
+    "times over)"
+)
+
+
+def add_env_arg(parser: argparse.ArgumentParser, *, scoped: bool = False) -> None:
+    """--env-arg KEY=VALUE, repeatable; `scoped` (several envs at once) also takes ENV:KEY."""
+    if scoped:
+        metavar = "[ENV:]KEY=VALUE"
+        text = (
+            "an env constructor argument, for every env or ENV only; VALUE is JSON when it "
+            "parses (e.g. --env-arg housebuild:feedback=position); repeatable"
+        )
+    else:
+        metavar = "KEY=VALUE"
+        text = (
+            "env constructor argument, repeatable; VALUE is read as JSON when it parses "
+            "(e.g. --env-arg feedback=perfect --env-arg horizon=2)"
+        )
+    parser.add_argument("--env-arg", action="append", default=[], metavar=metavar, help=text)
+
+
+def add_team_layout(parser: argparse.ArgumentParser, *, from_scratch: str) -> None:
+    """--team: how the team's models are made from --model (see `collabzoo.cli.team`)."""
+    parser.add_argument(
+        "--team",
+        choices=TEAM_LAYOUTS,
+        default=None,
+        help="one model per agent, one shared model, or one base model with a LoRA adapter per "
+        f"agent (default: separate for {from_scratch}, lora otherwise)",
+    )
+
+
+def add_config_set(
+    parser: argparse.ArgumentParser, config: str, example: str, default: Callable[[], str]
+) -> None:
+    """--set FIELD=VALUE for the fields of a learner's config; `default` reads the example
+    field's default from that config when the help is shown."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help=DefaultHelp(
+            f"a {config} field, repeatable (e.g. --set {example}; its default: %(config_default)s)",
+            default,
+        ),
+    )
+
+
+def add_max_prompt_tokens(parser: Any, default: int | None = None) -> None:
+    """--max-prompt-tokens; None: the policies' own default (shown from `LLMPolicy`)."""
+    text = "prompt budget of every policy (%(default)s); longer prompts keep their end"
+    parser.add_argument(
+        "--max-prompt-tokens",
+        type=int,
+        default=default,
+        metavar="N",
+        help=text
+        if default is not None
+        else DefaultHelp(
+            text.replace("(default)", "(config_default)"), policy_default("max_prompt_tokens")
+        ),
+    )
+
+
+def add_device_options(
+    parser: Any,
+    *,
+    device: str | None = AUTO,
+    dtype: str | None = AUTO,
+    threads: bool = True,
+    training: bool = False,
+) -> None:
+    """--device, --dtype and (with `threads`) --threads: where and in what dtype models run."""
+    device_help = "auto (CUDA when present), cpu, cuda or cuda:N"
+    dtype_help = "compute dtype: auto (the checkpoint's), bfloat16, float16 or float32"
+    if training:
+        device_help += "; the same as bench --device"
+        dtype_help += "; trainable weights stay float32"
+    parser.add_argument("--device", default=device, help=device_help)
+    parser.add_argument("--dtype", default=dtype, help=dtype_help)
+    if threads:
+        parser.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
+
+
+def add_placement(parser: argparse.ArgumentParser, *, critics: bool = True) -> None:
+    """The device options of a training command, with --agent-devices, --critic-devices
+    (where there are critics) and --gradient-checkpointing (read by `placement_settings`)."""
+    add_device_options(parser, threads=False, training=True)
+    parser.add_argument(
+        "--agent-devices",
+        default=None,
+        metavar="AGENT=DEVICE,...",
+        help="per-agent devices over --device, e.g. aux=cuda:0,main=cuda:1",
+    )
+    if critics:
+        parser.add_argument(
+            "--critic-devices",
+            default=None,
+            metavar="CRITIC=DEVICE,...",
+            help="per-critic devices (actor-critic learners; 'team' for cc); default: the actor's",
+        )
+    parser.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute activations in backward: less memory, about a third more compute",
+    )
+    parser.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
+
+
+def placement_settings(args: argparse.Namespace, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The learner config's placement fields from the `add_placement` options (checked here,
+    so a typo fails before any model loads)."""
+    from collabzoo.algos.runtime.placement import (
+        parse_device_map,
+        resolve_device,
+        resolve_dtype,
+        set_torch_threads,
+    )
+
+    resolve_device(args.device)
+    resolve_dtype(args.dtype)
+    set_torch_threads(args.threads)
+    settings: dict[str, Any] = {"device": args.device, "dtype": args.dtype}
+    if args.agent_devices:
+        settings["agent_devices"] = parse_device_map(args.agent_devices)
+    if getattr(args, "critic_devices", None):
+        if "critic_devices" not in fields:
+            raise ValueError(f"--critic-devices: the {args.algo} learner has no critics")
+        settings["critic_devices"] = parse_device_map(args.critic_devices)
+    for device in [
+        *settings.get("agent_devices", {}).values(),
+        *settings.get("critic_devices", {}).values(),
+    ]:
+        resolve_device(device)
+    if args.gradient_checkpointing:
+        settings["gradient_checkpointing"] = True
+    return settings
+
+
+def key_values(
+    pairs: Sequence[str], option: str = "--env-arg", example: str = "horizon=2"
+) -> dict[str, Any]:
+    """KEY=VALUE pairs (--env-arg, --set); a value is read as JSON when it parses (2, true,
+    ["a"]), else a str."""
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"{option} takes KEY=VALUE (e.g. {example}), got {pair!r}")
+        try:
+            kwargs[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            kwargs[key] = raw
+    return kwargs
+
+
+def json_object_option(
+    raw: str | None,
+    flag: str = "--chat-template-kwargs",
+    example: str = '{"enable_thinking": false}',
+) -> dict[str, Any] | None:
+    """A JSON-object option (--chat-template-kwargs, --vllm-kwargs), or None when not given."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{flag} must be JSON ({error}), got {raw!r}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag} must be a JSON object such as {example}, got {raw!r}")
+    return value
