@@ -52,6 +52,9 @@ class CentralCriticTrainer(ActorCriticLearner):
     def epochs(self) -> int:
         return self.args.ac_epochs
 
+    def _q_critic(self) -> bool:
+        return self.args.critic_type == "q"
+
 
 CoLLMCCTrainer = CentralCriticTrainer
 """The paper's name for the same trainer."""

@@ -159,7 +159,8 @@ class CriticBatches:
         return values
 
     def _q_critic(self) -> bool:
-        return self.centralized and getattr(self.args, "critic_type", "v") == "q"
+        """Whether the team critic is Q(s, a) (CC's `critic_type="q"`); the others are V."""
+        return False
 
     def critic_inputs(self, roots: list[Node]) -> dict[str, dict[Hashable, list[int]]]:
         """Per critic: the token ids of every state it values, keyed by id(node); a Q critic's

@@ -73,6 +73,7 @@ class Learner:
         eval_env: Any = None,
         root_generations: int | None = None,
         deeper_generations: int | None = None,
+        joint_mode: str = "aligned",
         record_state: bool = False,
     ) -> None:
         self.args = args
@@ -100,7 +101,7 @@ class Learner:
             self.sampling,
             num_generations=root_generations or args.num_generations,
             deeper_generations=deeper_generations,
-            joint_mode=getattr(args, "joint_mode", "aligned"),
+            joint_mode=joint_mode,
             max_depth=args.num_turns,
             early_termination_threshold=args.early_termination_threshold,
             reward_transform=self._transform_reward,

@@ -84,7 +84,9 @@ class TreeLearner(Learner):
             raise ValueError(
                 f"advantage_std must be one of {STD_MODES}, got {args.advantage_std!r}"
             )
-        super().__init__(env, models, args, tokenizer=tokenizer, eval_env=eval_env)
+        super().__init__(
+            env, models, args, tokenizer=tokenizer, eval_env=eval_env, joint_mode=args.joint_mode
+        )
         for policy in self.distinct:
             name = self.policy_name(policy)
             self.groups[name] = update_group(
