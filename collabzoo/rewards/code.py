@@ -718,8 +718,8 @@ def syntax_problem(
     return SyntaxProblem(message, line, column, part, part_line)
 
 
-def _defines_aux_elsewhere(main_code: str, main: FoundFunction | None) -> bool:
-    found = find_function(main_code, AUX_NAME)
+def _defines_aux_elsewhere(found: FoundFunction | None, main: FoundFunction | None) -> bool:
+    """Whether answer 2's `aux` (found by either reading) stands outside its entry point."""
     if found is None or found.name == (main.name if main else None):
         return False
     return main is None or found.source.strip() not in main.source
@@ -752,15 +752,15 @@ def _analyze_reference(
         main_code = reference.clean_reference(main.source)
         program, parts = build_program(imports, aux_code or None, main_code, helpers)
         syntax = syntax_problem(program, parts)
-    elsewhere = _found_reference(main_answer, AUX_NAME)
     return CodeAnalysis(
         aux=aux,
         main=main,
         program=program,
         parts=parts,
         syntax=syntax,
-        main_answer_defines_aux=elsewhere is not None
-        and (main is None or elsewhere.source not in main.source),
+        main_answer_defines_aux=_defines_aux_elsewhere(
+            _found_reference(main_answer, AUX_NAME), main
+        ),
         aux_shadowed=binds_aux(main_source),
         aux_called=reference.calls_aux_reference(main_source or ""),
         thin_wrapper=reference.is_wrapper_reference(main_source or ""),
@@ -804,7 +804,7 @@ def analyze_code(
         program=program,
         parts=parts,
         syntax=syntax,
-        main_answer_defines_aux=_defines_aux_elsewhere(main_code, main),
+        main_answer_defines_aux=_defines_aux_elsewhere(find_function(main_code, AUX_NAME), main),
         aux_shadowed=shadowed,
         aux_called=calls_aux(main_source) and not shadowed,
         thin_wrapper=is_thin_wrapper(main_source),
