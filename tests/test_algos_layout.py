@@ -13,6 +13,7 @@ from tests.optional import require_module
 require_module("torch", "train")
 
 import collabzoo.algos as algos  # noqa: E402
+from collabzoo.algos.learners.config import ActorCriticRule  # noqa: E402
 
 HOMES = {
     "CentralCriticConfig": "collabzoo.algos.learners.central_critic",
@@ -66,3 +67,50 @@ def test_no_module_of_algos_is_over_the_size_limit() -> None:
     root = Path(algos.__file__).parent
     sizes = {p.relative_to(root): len(p.read_text().splitlines()) for p in root.rglob("*.py")}
     assert {p: n for p, n in sizes.items() if n > MAX_LINES} == {}
+
+
+# ----- one way to configure a learner -------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(algos.LEARNERS))
+def test_a_learner_class_adds_nothing_but_its_name_and_default_config(name: str) -> None:
+    """What a learner does is its config's fields (and an actor-critic config's `rule()`): the
+    trainer class sets no behaviour of its own, by attribute, property or override."""
+    _, trainer = algos.LEARNERS[name]
+    own = {k for k in vars(trainer) if not k.startswith("__") or k == "__init__"}
+    assert own <= {"algorithm", "__init__"}, own
+    assert trainer.algorithm == name
+
+
+def test_each_actor_critic_config_states_its_rule() -> None:
+    assert algos.IACConfig(ac_epochs=3).rule() == ActorCriticRule(epochs=3)
+    assert algos.IPPOConfig(ppo_epochs=2, gae_lambda=0.9, clip_range=None).rule() == (
+        ActorCriticRule(2, 0.9, ratio=True, clip_range=None, clip_every_value=True)
+    )
+    cc = algos.CentralCriticConfig(critic_type="q").rule()
+    assert cc == ActorCriticRule(team_critic="q") and cc.centralized
+    assert not algos.IACConfig().rule().centralized
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "bad", "message"),
+    [
+        ("magrpo", "advantage_mode", "rloo", "MAREINFORCEConfig"),
+        ("mareinforce", "advantage_mode", "median", "advantage_mode must be one of"),
+        ("mareinforce", "advantage_std", "sample", "advantage_std"),
+        ("iac", "mini_batch_size", 0, "mini_batch_size"),
+        ("iac", "env_executor", "dask", "env_executor"),
+        ("ippo", "clip_range", -0.1, "clip_range"),
+        ("cc", "ac_epochs", 0, "ac_epochs"),
+        ("magrpo", "generation_backend", "sglang", "generation_backend"),
+        ("magrpo", "rollout_shards", 0, "rollout_shards"),
+    ],
+)
+def test_bad_settings_are_refused_by_the_config_and_again_by_the_learner(
+    name: str, field: str, bad: object, message: str
+) -> None:
+    config, trainer = algos.LEARNERS[name]
+    with pytest.raises(ValueError, match=message):
+        config(**{field: bad})
+    args = config()
+    setattr(args, field, bad)  # changed after the config was made: the learner checks again
+    with pytest.raises(ValueError, match=message):
+        trainer(None, None, args)  # refused before the env or the models are looked at

@@ -28,6 +28,7 @@ from collabzoo.algos import (  # noqa: E402
     MAGRPOTrainer,
 )
 from collabzoo.algos.learners.critic_batches import CriticSample, Sample  # noqa: E402
+from collabzoo.algos.learners.tree_learner import TreeSample  # noqa: E402
 from collabzoo.algos.objectives import clipped_policy_loss  # noqa: E402
 from collabzoo.algos.policies.scoring import Scored  # noqa: E402
 from collabzoo.algos.rollout.tree import expanded_nodes  # noqa: E402
@@ -97,7 +98,7 @@ def test_magrpo_loss_is_policy_gradient_plus_coef_times_k3_kl(tmp_path, monkeypa
     monkeypatch.setattr(policy, "score", scored_stub(log_probs))
     monkeypatch.setitem(trainer.references, id(policy), FrozenReference(REFERENCE))
     metrics: dict[str, float] = {}
-    samples = [([1], [2, 3], 1.0), ([1], [4], -2.0)]
+    samples = [TreeSample([1], [2, 3], 1.0), TreeSample([1], [4], -2.0)]
     assert trainer._policy_loss("alpha", samples, metrics)
 
     kl = ((math.exp(-0.5) + 0.5 - 1.0) + (math.e - 2.0) + 0.0) / 3
@@ -121,7 +122,8 @@ def test_kl_gradient_pulls_each_token_toward_the_reference(tmp_path, monkeypatch
     log_probs = leaf(LOG_PROBS)
     monkeypatch.setattr(policy, "score", scored_stub(log_probs))
     monkeypatch.setitem(trainer.references, id(policy), FrozenReference(REFERENCE))
-    assert trainer._policy_loss("alpha", [([1], [2, 3], 0.0), ([1], [4], 0.0)], {})
+    samples = [TreeSample([1], [2, 3], 0.0), TreeSample([1], [4], 0.0)]
+    assert trainer._policy_loss("alpha", samples, {})
     grad = log_probs.grad
     assert grad[0, 0] > 0 and grad[0, 1] < 0, "toward -1.5 from -1.0, toward -1.0 from -2.0"
     assert grad[1, 0] == 0 and grad[1, 1] == 0

@@ -4,6 +4,8 @@ real learning rates, and runs loss passes in train mode and everything else in e
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tests.optional import require_module
@@ -42,8 +44,8 @@ def fixed_advantages(batch: dict, scale: dict[str, float]) -> dict:
     """The tree learners' batch with advantages +-1 (times the agent's scale) in turn."""
     return {
         agent: [
-            (p, c, (-1.0) ** i * scale.get(agent, 1.0), *rest)
-            for i, (p, c, _, *rest) in enumerate(items)
+            dataclasses.replace(s, advantage=(-1.0) ** i * scale.get(agent, 1.0))
+            for i, s in enumerate(items)
         ]
         for agent, items in batch.items()
     }

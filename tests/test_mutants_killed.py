@@ -87,8 +87,8 @@ def test_cross_mode_returns_average_over_each_agents_own_partners(
     roots = trainer.rollout.build([0], trainer.args.discount)
     assert [c.reward for c in roots[0].children] == [3.0, 1.0, 2.0, 0.0]
     batch = trainer.training_batch(roots)
-    advantages = {agent: [a for _, _, a, *_ in items] for agent, items in batch.items()}
-    if trainer.baseline == "mean":
+    advantages = {agent: [s.advantage for s in items] for agent, items in batch.items()}
+    if trainer.args.advantage_mode == "mean":
         assert advantages == {"left": [0.5, -0.5], "right": [1.0, -1.0]}
     else:
         assert advantages == {"left": [2.0, 1.0], "right": [2.5, 0.5]}

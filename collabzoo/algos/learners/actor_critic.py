@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.learners.config import LearnerConfig, update_group
+from collabzoo.algos.learners.config import ActorCriticRule, LearnerConfig, update_group
 from collabzoo.algos.learners.critic_batches import CriticBatches, CriticSample, Sample
 from collabzoo.algos.learners.learner import Learner
 from collabzoo.algos.learners.stats import DriftLog
@@ -88,21 +88,24 @@ class ActorCriticConfig(LearnerConfig):
     critic_value_head_hidden_dim: int | None = None
     """Hidden layer of a separate critic's value head (None: linear head)."""
 
+    def validate(self) -> None:
+        super().validate()
+        if self.mini_batch_size is not None and self.mini_batch_size < 1:
+            raise ValueError(f"mini_batch_size must be at least 1, got {self.mini_batch_size}")
+
+    def rule(self) -> ActorCriticRule:
+        """What this learner's update does differently (see `ActorCriticRule`)."""
+        return ActorCriticRule()
+
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
 class ActorCriticLearner(CriticBatches, Learner):
-    """Base of IAC, IPPO and CC; subclasses set the class attributes and `epochs`."""
+    """Base of IAC, IPPO and CC: what sets one apart is its config's `rule()`."""
 
     algorithm = "actor_critic"
-    centralized = False
-    """One critic over env.state() for the team (CC) instead of one per agent."""
-    uses_ratio = False
-    """Importance ratios against the rollout policy, clipped by `clip_range` (IPPO)."""
-    always_clip_values = False
-    """Clip value losses for every critic kind (IPPO), not only for heads on the actor (IAC)."""
 
     def __init__(
         self,
@@ -114,10 +117,7 @@ class ActorCriticLearner(CriticBatches, Learner):
         tokenizer: Any = None,
         eval_env: Any = None,
     ) -> None:
-        if args.num_generations < 1:
-            raise ValueError(f"num_generations must be at least 1, got {args.num_generations}")
-        if args.mini_batch_size is not None and args.mini_batch_size < 1:
-            raise ValueError(f"mini_batch_size must be at least 1, got {args.mini_batch_size}")
+        self.rule = args.rule()
         super().__init__(
             env,
             models,
@@ -126,7 +126,7 @@ class ActorCriticLearner(CriticBatches, Learner):
             eval_env=eval_env,
             root_generations=args.num_generations,
             deeper_generations=1,
-            record_state=self.centralized,
+            record_state=self.rule.centralized,
         )
         self.drift = DriftLog()
         """The sampler drift of the current update (vLLM rollouts only)."""
@@ -177,21 +177,8 @@ class ActorCriticLearner(CriticBatches, Learner):
     def prompt_encoders(self) -> list[LLMPolicy]:
         return [*self.distinct, *(c.backbone for c in self.critics.values())]
 
-    # ----- configuration ------------------------------------------------------------------------
-    @property
-    def epochs(self) -> int:
-        return 1
-
-    @property
-    def gae_lambda(self) -> float:
-        return 0.0
-
-    @property
-    def clip_range(self) -> float | None:
-        return None
-
     def _value_clip(self, critic: Critic) -> float | None:
-        if self.always_clip_values or critic.shares_actor:
+        if self.rule.clip_every_value or critic.shares_actor:
             return self.args.value_clip_range
         return None
 
@@ -232,7 +219,7 @@ class ActorCriticLearner(CriticBatches, Learner):
         device = scored.log_probs.device
         advantages = torch.tensor([s.advantage for s in part], device=device)
         old = scored.log_probs.detach()  # one pass, one step: pi_old is the current policy
-        if self.uses_ratio and any(s.old_log_probs is not None for s in part):
+        if self.rule.ratio and any(s.old_log_probs is not None for s in part):
             old = old.clone()
             for row, s in enumerate(part):
                 if s.old_log_probs is not None:
@@ -248,9 +235,9 @@ class ActorCriticLearner(CriticBatches, Learner):
             )
             self.drift.add(found)
             weights = found.weights
-        if self.uses_ratio:
+        if self.rule.ratio:
             policy_loss, clipped = clipped_policy_loss(
-                scored.log_probs, old, advantages, scored.mask, self.clip_range, weights
+                scored.log_probs, old, advantages, scored.mask, self.rule.clip_range, weights
             )
             stats.setdefault("clip_fraction", []).append(clipped.item())
         else:
@@ -297,16 +284,16 @@ class ActorCriticLearner(CriticBatches, Learner):
         own = {n: s for n, s in critic_samples.items() if n in self._critic_groups}
         lists.update({("critic", n): s for n, s in own.items()})  # critics with a backbone
         keys = list(lists)  # the same keys, in the same order, on every data-parallel rank
-        if self.uses_ratio:
+        if self.rule.ratio:
             batches_per_pass = max(len(self._batches(len(s))) for s in samples.values())
-            if self.epochs > 1 or batches_per_pass > 1:
+            if self.rule.epochs > 1 or batches_per_pass > 1:
                 self._record_old_log_probs(samples)
         stats: dict[str, list[float]] = {}
         self.drift = DriftLog()
         skipped = steps = 0
         for group in self.groups.values():  # every step below frees its group's gradients
             group.zero_grad()
-        for _ in range(self.epochs):
+        for _ in range(self.rule.epochs):
             batches = {key: self._batches(len(items)) for key, items in lists.items()}
             count = max((len(b) for b in batches.values()), default=0)
             if self.parallel is not None:  # every rank takes the same number of steps

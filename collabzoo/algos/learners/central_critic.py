@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collabzoo.algos.learners.actor_critic import ActorCriticConfig, ActorCriticLearner
+from collabzoo.algos.learners.config import ActorCriticRule
 from collabzoo.algos.learners.critic_batches import CRITIC_TYPES
 
 
@@ -32,28 +33,25 @@ class CentralCriticConfig(ActorCriticConfig):
     ac_epochs: int = 1
     """Passes over each update's samples."""
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
+        super().validate()
         if self.critic_type not in CRITIC_TYPES:
             raise ValueError(f"critic_type must be one of {CRITIC_TYPES}, got {self.critic_type!r}")
         if self.ac_epochs < 1:
             raise ValueError(f"ac_epochs must be at least 1, got {self.ac_epochs}")
+
+    def rule(self) -> ActorCriticRule:
+        """TD(0) advantages from one team critic, V(s) or Q(s, a), no ratio."""
+        return ActorCriticRule(epochs=self.ac_epochs, team_critic=self.critic_type)
 
 
 class CentralCriticTrainer(ActorCriticLearner):
     """`CentralCriticTrainer(env=..., models=..., args=CentralCriticConfig(...)).train()`."""
 
     algorithm = "cc"
-    centralized = True
 
     def __init__(self, env, models, args: CentralCriticConfig | None = None, **kwargs) -> None:
         super().__init__(env, models, args or CentralCriticConfig(), **kwargs)
-
-    @property
-    def epochs(self) -> int:
-        return self.args.ac_epochs
-
-    def _q_critic(self) -> bool:
-        return self.args.critic_type == "q"
 
 
 CoLLMCCTrainer = CentralCriticTrainer

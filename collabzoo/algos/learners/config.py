@@ -130,11 +130,66 @@ class LearnerConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     """Settings of your own, kept with the config; collabzoo's learners read none of them."""
 
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Refuse settings no learner can run, with what was expected. Every config checks its
+        own fields here (calling its parent's first); the learner checks again when it starts,
+        so fields changed after construction are checked too."""
+        if not self.do_sample:
+            raise ValueError(
+                "do_sample=False samples greedily: a deterministic policy whose log-probability "
+                "has no gradient to follow, so a learner cannot train on it; keep do_sample=True "
+                "(lower the temperature for less random rollouts) and evaluate greedily with "
+                "`collabzoo bench --greedy` if needed"
+            )
+        if self.num_generations < 1:
+            raise ValueError(f"num_generations must be at least 1, got {self.num_generations}")
+        if self.rollout_shards < 1:
+            raise ValueError(f"rollout_shards must be at least 1, got {self.rollout_shards}")
+        if self.env_executor not in ENV_EXECUTORS:
+            raise ValueError(
+                f"env_executor must be one of {ENV_EXECUTORS}, got {self.env_executor!r}"
+            )
+        if self.generation_backend not in GENERATION_BACKENDS:
+            raise ValueError(
+                f"generation_backend must be one of {GENERATION_BACKENDS}, "
+                f"got {self.generation_backend!r}"
+            )
+        cap = self.vllm_importance_sampling_cap
+        if cap is not None and cap <= 0:
+            raise ValueError(f"vllm_importance_sampling_cap must be positive or None, got {cap}")
+
     def sampling(self) -> Sampling:
         """The sampling distribution of rollouts, which every loss also scores under."""
         return Sampling(
             self.max_new_tokens, self.temperature, self.top_p, self.top_k, self.do_sample
         )
+
+
+@dataclass(frozen=True)
+class ActorCriticRule:
+    """The part of an actor-critic update that sets one learner apart from the others; each
+    actor-critic config gives its own from its fields (`rule()`), and the loop reads only this."""
+
+    epochs: int = 1
+    """Passes over each update's samples."""
+    gae_lambda: float = 0.0
+    """lambda of the advantage A_t = delta_t + gamma lambda A_{t+1}: 0 is TD(0)."""
+    ratio: bool = False
+    """Weight the actor term by the ratio pi / pi_old to the rollout policy (PPO)."""
+    clip_range: float | None = None
+    """eps of the ratio's clipping when `ratio`; None: no clipping."""
+    clip_every_value: bool = False
+    """Clip the value loss of every critic, not only of a value head on the actor."""
+    team_critic: str | None = None
+    """None: a critic per agent over its own history; 'v' or 'q': one critic of the team over
+    `env.state()`, valuing V(s) or Q(s, a)."""
+
+    @property
+    def centralized(self) -> bool:
+        return self.team_critic is not None
 
 
 def update_group(name: str, parameters: Any, lr: float, args: LearnerConfig) -> UpdateGroup:
@@ -150,23 +205,10 @@ def update_group(name: str, parameters: Any, lr: float, args: LearnerConfig) -> 
     )
 
 
-def training_sampling(args: LearnerConfig) -> Sampling:
-    """The config's sampling settings, refused when they cannot be trained on."""
-    sampling = args.sampling()
-    if not sampling.do_sample:
-        raise ValueError(
-            "do_sample=False samples greedily: a deterministic policy whose log-probability "
-            "has no gradient to follow, so a learner cannot train on it; keep do_sample=True "
-            "(lower the temperature for less random rollouts) and evaluate greedily with "
-            "`collabzoo bench --greedy` if needed"
-        )
-    return sampling
-
-
 __all__ = [
     "ENV_EXECUTORS",
     "GENERATION_BACKENDS",
+    "ActorCriticRule",
     "LearnerConfig",
-    "training_sampling",
     "update_group",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from collabzoo.algos.learners.config import ActorCriticRule
 from collabzoo.algos.objectives import STD_FLOOR, branch_estimates
 from collabzoo.algos.policies.critics import Critic, build_critic
 from collabzoo.algos.policies.llm import LLMPolicy
@@ -58,12 +59,11 @@ class CriticBatches:
     distinct: list[LLMPolicy]
     parallel: DataParallel | None
     critics: dict[str, Critic]
-    centralized: bool
-    gae_lambda: float
+    rule: ActorCriticRule
 
     def _build_critics(self, given: Any) -> dict[str, Critic]:
         args = self.args
-        if self.centralized:
+        if self.rule.centralized:
             backbone = given if given is not None else args.critic_model_name_or_path
             first = self.policies[self.agents[0]]
             critic = build_critic(
@@ -128,7 +128,7 @@ class CriticBatches:
     ) -> tuple[Any, list[str]]:
         """What a critic reads, and the parts of it that share the prompt budget when it is too
         long: every agent's observation and action in a joint view, so none is dropped."""
-        if not self.centralized:
+        if not self.rule.centralized:
             assert agent is not None
             return node.observations[agent], []
         state = node.state if node.state is not None else ""
@@ -158,10 +158,6 @@ class CriticBatches:
                 values += critic.values(inputs[start : start + chunk]).tolist()
         return values
 
-    def _q_critic(self) -> bool:
-        """Whether the team critic is Q(s, a) (CC's `critic_type="q"`); the others are V."""
-        return False
-
     def critic_inputs(self, roots: list[Node]) -> dict[str, dict[Hashable, list[int]]]:
         """Per critic: the token ids of every state it values, keyed by id(node); a Q critic's
         state-action inputs are keyed by (id(node), child index), its state-only inputs (the
@@ -169,9 +165,9 @@ class CriticBatches:
         inputs: dict[str, dict[Hashable, list[int]]] = {name: {} for name in self.critics}
         for root in roots:
             for node in expanded_nodes(root):
-                if self.centralized:
+                if self.rule.centralized:
                     critic = self.critics[TEAM]
-                    if self._q_critic():
+                    if self.rule.team_critic == "q":
                         for index, child in enumerate(node.children):
                             key = (id(node), index)
                             inputs[TEAM][key] = self._critic_ids(critic, node, child, None)
@@ -190,7 +186,7 @@ class CriticBatches:
     ) -> dict[Hashable, tuple[float, float, float]]:
         """(A, y, old value) of every transition one critic covers (see `branch_estimates`)."""
         baseline_of = None
-        if self._q_critic():
+        if self.rule.team_critic == "q":
 
             def value_of(node: Node, index: int) -> float:
                 return values[(id(node), index)]
@@ -206,7 +202,7 @@ class CriticBatches:
                 return values[id(node)]
 
         found: dict[Hashable, tuple[float, float, float]] = {}
-        agent = None if self.centralized else name
+        agent = None if self.rule.centralized else name
         for root in roots:
             if root.children and (agent is None or agent in root.agents):
                 branch_estimates(
@@ -214,7 +210,7 @@ class CriticBatches:
                     value_of,
                     agent,
                     self.args.discount,
-                    self.gae_lambda,
+                    self.rule.gae_lambda,
                     found,
                     baseline_of,
                 )
@@ -237,10 +233,10 @@ class CriticBatches:
         for root in roots:
             for node in expanded_nodes(root):
                 for index, child in enumerate(node.children):
-                    if self.centralized:
+                    if self.rule.centralized:
                         advantage, target, old = estimates[TEAM][(id(node), index)]
                         team_samples = critic_samples[TEAM]
-                        if self._q_critic():
+                        if self.rule.team_critic == "q":
                             key = ("state", id(node))
                             team_samples.append(
                                 CriticSample(inputs[TEAM][(id(node), index)], target, old)
@@ -251,7 +247,7 @@ class CriticBatches:
                         else:
                             team_samples.append(CriticSample(inputs[TEAM][id(node)], target, old))
                     for position, agent in enumerate(node.agents):
-                        if not self.centralized:
+                        if not self.rule.centralized:
                             advantage, target, old = estimates[agent][(id(node), index)]
                         completion = node.samples[agent][child.joint[position]]
                         sample = Sample(
@@ -263,7 +259,7 @@ class CriticBatches:
                             sampler_log_probs=completion.sampler_log_probs,
                         )
                         samples[agent].append(sample)
-                        critic = None if self.centralized else self.critics[agent]
+                        critic = None if self.rule.centralized else self.critics[agent]
                         if critic is not None and not critic.shares_actor:
                             critic_ids = inputs[agent][id(node)]
                             critic_samples[agent].append(CriticSample(critic_ids, target, old))

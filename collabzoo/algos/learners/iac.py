@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collabzoo.algos.learners.actor_critic import ActorCriticConfig, ActorCriticLearner
+from collabzoo.algos.learners.config import ActorCriticRule
 
 
 @dataclass
@@ -26,9 +27,14 @@ class IACConfig(ActorCriticConfig):
     ac_epochs: int = 1
     """Passes over each update's samples."""
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
+        super().validate()
         if self.ac_epochs < 1:
             raise ValueError(f"ac_epochs must be at least 1, got {self.ac_epochs}")
+
+    def rule(self) -> ActorCriticRule:
+        """TD(0) advantages, a critic per agent, no ratio."""
+        return ActorCriticRule(epochs=self.ac_epochs)
 
 
 class IACTrainer(ActorCriticLearner):
@@ -38,7 +44,3 @@ class IACTrainer(ActorCriticLearner):
 
     def __init__(self, env, models, args: IACConfig | None = None, **kwargs) -> None:
         super().__init__(env, models, args or IACConfig(), **kwargs)
-
-    @property
-    def epochs(self) -> int:
-        return self.args.ac_epochs

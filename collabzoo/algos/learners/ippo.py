@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collabzoo.algos.learners.actor_critic import ActorCriticConfig, ActorCriticLearner
+from collabzoo.algos.learners.config import ActorCriticRule
 
 
 @dataclass
@@ -27,7 +28,8 @@ class IPPOConfig(ActorCriticConfig):
     gae_lambda: float = 0.95
     """lambda of GAE: 0 gives TD(0) advantages, 1 Monte-Carlo returns minus V."""
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
+        super().validate()
         if self.ppo_epochs < 1:
             raise ValueError(f"ppo_epochs must be at least 1, got {self.ppo_epochs}")
         if not 0.0 <= self.gae_lambda <= 1.0:
@@ -35,25 +37,21 @@ class IPPOConfig(ActorCriticConfig):
         if self.clip_range is not None and self.clip_range <= 0:
             raise ValueError(f"clip_range must be positive or None, got {self.clip_range}")
 
+    def rule(self) -> ActorCriticRule:
+        """GAE(lambda) advantages, clipped ratios, every value loss clipped."""
+        return ActorCriticRule(
+            epochs=self.ppo_epochs,
+            gae_lambda=self.gae_lambda,
+            ratio=True,
+            clip_range=self.clip_range,
+            clip_every_value=True,
+        )
+
 
 class IPPOTrainer(ActorCriticLearner):
     """`IPPOTrainer(env=..., models=..., args=IPPOConfig(...)).train()`."""
 
     algorithm = "ippo"
-    uses_ratio = True
-    always_clip_values = True
 
     def __init__(self, env, models, args: IPPOConfig | None = None, **kwargs) -> None:
         super().__init__(env, models, args or IPPOConfig(), **kwargs)
-
-    @property
-    def epochs(self) -> int:
-        return self.args.ppo_epochs
-
-    @property
-    def gae_lambda(self) -> float:
-        return self.args.gae_lambda
-
-    @property
-    def clip_range(self) -> float | None:
-        return self.args.clip_range

@@ -22,12 +22,7 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.learners.config import (
-    ENV_EXECUTORS,
-    GENERATION_BACKENDS,
-    LearnerConfig,
-    training_sampling,
-)
+from collabzoo.algos.learners.config import LearnerConfig
 from collabzoo.algos.learners.stats import RunningStats
 from collabzoo.algos.policies.llm import LLMPolicy
 from collabzoo.algos.policies.mlp import MLPPolicy
@@ -76,8 +71,9 @@ class Learner:
         joint_mode: str = "aligned",
         record_state: bool = False,
     ) -> None:
+        args.validate()  # again: a field may have changed since the config was made
         self.args = args
-        self.sampling = training_sampling(args)
+        self.sampling = args.sampling()
         self.env_factory = env_factory(env)
         self.eval_env_factory = env_factory(eval_env) if eval_env is not None else self.env_factory
         probe = self.env_factory()
@@ -121,8 +117,6 @@ class Learner:
 
     def _check_sharding(self) -> None:
         shards = self.args.rollout_shards
-        if shards < 1:
-            raise ValueError(f"rollout_shards must be at least 1, got {shards}")
         if self.parallel is None:
             return
         if shards not in (1, self.parallel.world):
@@ -151,10 +145,7 @@ class Learner:
 
     def _remote_steps(self) -> Any:
         """The Ray stepper of env_executor="ray", or None (threads)."""
-        executor = self.args.env_executor
-        if executor not in ENV_EXECUTORS:
-            raise ValueError(f"env_executor must be one of {ENV_EXECUTORS}, got {executor!r}")
-        if executor == "threads":
+        if self.args.env_executor == "threads":
             return None
         from collabzoo.algos.rollout.ray_rollouts import RayEnvSteps
 
@@ -163,15 +154,7 @@ class Learner:
     def _generator(self) -> Any:
         """The vLLM engines of `generation_backend="vllm"` (built on the first rollout), or
         None: the policies sample themselves."""
-        backend = self.args.generation_backend
-        if backend not in GENERATION_BACKENDS:
-            raise ValueError(
-                f"generation_backend must be one of {GENERATION_BACKENDS}, got {backend!r}"
-            )
-        cap = self.args.vllm_importance_sampling_cap
-        if cap is not None and cap <= 0:
-            raise ValueError(f"vllm_importance_sampling_cap must be positive or None, got {cap}")
-        if backend == "hf":
+        if self.args.generation_backend == "hf":
             return None
         if any(isinstance(p, MLPPolicy) for p in self.distinct):
             raise ValueError(

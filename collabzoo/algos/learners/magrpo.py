@@ -18,13 +18,22 @@ class MAGRPOConfig(TreeLearnerConfig):
     """MAGRPO settings; the fields and defaults follow the reference (CoMLRL) where they exist."""
 
     output_dir: str = "runs/magrpo"
+    advantage_mode: str = "mean"
+    """MAGRPO's baseline is the group mean (the others are MA-REINFORCE's)."""
     advantage_normalization: bool = True
+
+    def validate(self) -> None:
+        super().validate()
+        if self.advantage_mode != "mean":
+            raise ValueError(
+                f"MAGRPO's baseline is the group mean, got advantage_mode={self.advantage_mode!r}:"
+                " the other baselines are MA-REINFORCE's (MAREINFORCEConfig(advantage_mode=...))"
+            )
 
 
 class MAGRPOTrainer(TreeLearner):
     """`MAGRPOTrainer(env=..., models=..., args=MAGRPOConfig(...)).train()`."""
 
-    baseline = "mean"
     algorithm = "magrpo"
 
     def __init__(self, env, models, args: MAGRPOConfig | None = None, **kwargs) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collabzoo.algos.learners.tree_learner import TreeLearner, TreeLearnerConfig
-from collabzoo.algos.objectives import BASELINES
 
 
 @dataclass
@@ -19,15 +18,7 @@ class MAREINFORCEConfig(TreeLearnerConfig):
     """MA-REINFORCE settings."""
 
     output_dir: str = "runs/mareinforce"
-    advantage_mode: str = "mean"
-    """The baseline: 'raw', 'mean', 'rloo' or 'max'."""
     advantage_normalization: bool = False
-
-    def __post_init__(self) -> None:
-        if self.advantage_mode not in BASELINES:
-            raise ValueError(
-                f"advantage_mode must be one of {BASELINES}, got {self.advantage_mode!r}"
-            )
 
 
 class MAREINFORCETrainer(TreeLearner):
@@ -36,6 +27,4 @@ class MAREINFORCETrainer(TreeLearner):
     algorithm = "mareinforce"
 
     def __init__(self, env, models, args: MAREINFORCEConfig | None = None, **kwargs) -> None:
-        args = args or MAREINFORCEConfig()
-        self.baseline = args.advantage_mode
-        super().__init__(env, models, args, **kwargs)
+        super().__init__(env, models, args or MAREINFORCEConfig(), **kwargs)

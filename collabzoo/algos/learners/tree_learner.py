@@ -2,7 +2,8 @@
 
 Per update: grow `rollout_buffer_size` trees (episodes seeded deterministically from the run
 seed and the update index, so a resumed run sees the same data order), compute each expanded
-node's sibling-group advantages per agent, and take one optimizer step on
+node's sibling-group advantages per agent (the baseline `advantage_mode`, `objectives`), and
+take one optimizer step on
 
     loss_i = - mean_g( A_g * sum_t log pi_i(a_g,t | h_g) )  [+ kl_coef * mean_t k3(q_t)]
 
@@ -11,14 +12,15 @@ top-p). Rollouts sampled by vLLM weight each token's term by min(pi_i / pi_vllm,
 (`objectives`). Each distinct policy has its own optimizer, gradient clip and skip
 (`runtime.update_groups`): a non-finite loss skips that policy's step only and is reported; it never
 becomes a constant. The loss pass runs in train mode, the KL reference pass in eval mode. A
-learner subclass only chooses the baseline and normalisation.
+learner is this loop with its config's defaults: MAGRPO the group mean, normalised;
+MA-REINFORCE any baseline, unnormalised.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
@@ -26,6 +28,7 @@ from collabzoo.algos.learners.config import LearnerConfig, update_group
 from collabzoo.algos.learners.learner import Learner
 from collabzoo.algos.learners.stats import DriftLog
 from collabzoo.algos.objectives import (
+    BASELINES,
     STD_MODES,
     group_advantages,
     sample_returns,
@@ -36,10 +39,9 @@ from collabzoo.algos.rollout.tree import Node, expanded_nodes
 from collabzoo.algos.runtime.placement import model_device
 
 
-class TreeSample(NamedTuple):
-    """One agent's completion in a tree learner's batch, with its advantage. A named tuple so
-    a batch unpacks as (prompt, completion, advantage, ...) where that reads best; a plain
-    3-tuple read as one has no sampler log-probabilities."""
+@dataclass(frozen=True)
+class TreeSample:
+    """One agent's completion in a tree learner's batch, with its advantage."""
 
     prompt_ids: Sequence[int]
     completion_ids: Sequence[int]
@@ -54,6 +56,9 @@ class TreeLearnerConfig(LearnerConfig):
 
     joint_mode: str = "aligned"
     """'aligned' (K joint actions per node) or 'cross' (K^N)."""
+    advantage_mode: str = "mean"
+    """The baseline b of A = G - b over a node's K sibling returns: 'raw' (0), 'mean', 'rloo'
+    (the mean of the other siblings) or 'max'."""
     agent_learning_rate: float = 5.0e-6
     """AdamW learning rate of every policy (each has its own optimizer)."""
     advantage_std: str = "population"
@@ -64,11 +69,21 @@ class TreeLearnerConfig(LearnerConfig):
     reference_kl_coef: float = 0.1
     """beta of the KL penalty when `reference_kl_enabled`."""
 
+    def validate(self) -> None:
+        super().validate()
+        if self.advantage_mode not in BASELINES:
+            raise ValueError(
+                f"advantage_mode must be one of {BASELINES}, got {self.advantage_mode!r}"
+            )
+        if self.advantage_std not in STD_MODES:
+            raise ValueError(
+                f"advantage_std must be one of {STD_MODES}, got {self.advantage_std!r}"
+            )
+
 
 class TreeLearner(Learner):
-    """Base of the Monte-Carlo learners; subclasses set `baseline` (and their config class)."""
+    """Base of the Monte-Carlo learners: what sets one apart is its config."""
 
-    baseline = "mean"
     algorithm = "tree"
 
     def __init__(
@@ -80,10 +95,6 @@ class TreeLearner(Learner):
         tokenizer: Any = None,
         eval_env: Any = None,
     ) -> None:
-        if args.advantage_std not in STD_MODES:
-            raise ValueError(
-                f"advantage_std must be one of {STD_MODES}, got {args.advantage_std!r}"
-            )
         super().__init__(
             env, models, args, tokenizer=tokenizer, eval_env=eval_env, joint_mode=args.joint_mode
         )
@@ -114,7 +125,7 @@ class TreeLearner(Learner):
         return {
             agent: group_advantages(
                 sample_returns(joints, returns, position, node.k),
-                self.baseline,
+                self.args.advantage_mode,
                 self.args.advantage_normalization,
                 std=self.args.advantage_std,
             )
@@ -166,7 +177,7 @@ class TreeLearner(Learner):
     def _policy_loss(
         self,
         agent: str,
-        samples: Sequence[Sequence[Any]],
+        samples: Sequence[TreeSample],
         metrics: dict[str, float],
         total: int | None = None,
     ) -> bool:
@@ -182,7 +193,7 @@ class TreeLearner(Learner):
         agent_loss = agent_kl = 0.0
         outside = 0
         for start in range(0, len(samples), chunk):
-            part = [TreeSample(*s) for s in samples[start : start + chunk]]
+            part = samples[start : start + chunk]
             prompts = [s.prompt_ids for s in part]
             completions = [s.completion_ids for s in part]
             advantages = torch.tensor([s.advantage for s in part], device=policy.device)
@@ -212,7 +223,7 @@ class TreeLearner(Learner):
             metrics[f"kl/{agent}"] = agent_kl
         return True
 
-    def optimize(self, batch: dict[str, Sequence[Sequence[Any]]]) -> dict[str, float]:
+    def optimize(self, batch: dict[str, Sequence[TreeSample]]) -> dict[str, float]:
         """One step per distinct policy: its agents' losses, its own clip, its own skip."""
         metrics: dict[str, float] = {}
         self.drift = DriftLog()

@@ -111,7 +111,6 @@ class LLMPolicy(PolicyScoring):
         chat_template_kwargs: dict[str, Any] | None = None,
         compute_dtype: torch.dtype | None = None,
         keep_generation_config: bool = False,
-        lean_scoring: bool = True,
         logit_chunk_tokens: int | None = None,
         generation_batch_size: int | None = None,
     ) -> None:
@@ -129,10 +128,6 @@ class LLMPolicy(PolicyScoring):
         """Sample with the extras of the model's `generation_config` (a repetition penalty,
         min-p, ...) as `generate` applies them by default, the way hub models are evaluated.
         `score` does not reproduce them, so the learners switch this off."""
-        self.lean_scoring = lean_scoring
-        """Score through the transformer and the LM head apart, the head only at completion
-        tokens and in checkpointed chunks (see `head_scoring`); False: through `forward`, with
-        logits at every position (the way before; kept to measure against)."""
         self.logit_chunk_tokens = logit_chunk_tokens
         """Tokens per LM-head chunk when scoring; None: `LOGIT_CHUNK_ELEMENTS` // vocabulary."""
         self.generation_batch_size = generation_batch_size
@@ -175,7 +170,6 @@ class LLMPolicy(PolicyScoring):
             chat_template_kwargs=self.chat_template_kwargs,
             compute_dtype=self.compute_dtype,
             keep_generation_config=self.keep_generation_config,
-            lean_scoring=self.lean_scoring,
             logit_chunk_tokens=self.logit_chunk_tokens,
             generation_batch_size=self.generation_batch_size,
         )

@@ -51,7 +51,6 @@ class PolicyScoring:
     model: Any
     pad_id: int
     share_prompts: bool
-    lean_scoring: bool
     logit_chunk_tokens: int | None
     device: torch.device
 
@@ -116,9 +115,12 @@ class PolicyScoring:
             return self._score_joint(prompts, completions, sampling, entropy, prompt_hidden)
 
     def body_and_head(self) -> tuple[Any, Any] | None:
-        """The model's transformer and LM head when scoring can run them apart (see
-        `head_scoring`), else None (and with `lean_scoring=False`): scored through `forward`."""
-        return body_and_head(self.model) if self.lean_scoring else None
+        """The model's transformer and LM head when scoring can run them apart: the head then
+        runs only at completion tokens, in checkpointed chunks (see `head_scoring`). None where
+        the logits are not head(body(x)) (soft-capped or scaled logits, sliding-window layers,
+        prompt-learning adapters, a model that is not a Hugging Face causal LM): such a model
+        is scored through its `forward`, with logits at every position."""
+        return body_and_head(self.model)
 
     def _lean_scored(
         self,
