@@ -11,8 +11,9 @@ Methods, each in its own process:
 - `body`: the transformer's forward and backward alone (a loss on its hidden states, no head):
   the floor that any scoring without checkpointing pays on this model; `body+gc` the same
   with gradient checkpointing, the floor with it;
-- `forward`: collabzoo before this change (`lean_scoring=False`): logits at every position
-  through `forward`, gathered, then the float32 sampling log-softmax;
+- `forward`: collabzoo before lean scoring, and still its way for a model whose logits are not
+  head(body(x)) (forced here by a policy whose `body_and_head` answers None): logits at every
+  position through `forward`, gathered, then the float32 sampling log-softmax;
 - `lean`: the transformer, then the LM head at completion tokens only, in checkpointed chunks;
 - `lean+gc`: the same with gradient checkpointing (non-reentrant) on the transformer's layers;
 - `trl`: TRL's way (`logits_to_keep`, logits / T, `trl.trainer.utils.selective_log_softmax`),
@@ -92,7 +93,9 @@ def measure(
         pad_token_id = model.config.pad_token_id
         eos_token_id = model.config.eos_token_id
 
-    policy = LLMPolicy(model, NoTokenizer(), lean_scoring=method != "forward")
+    policy = LLMPolicy(model, NoTokenizer())
+    if method == "forward":
+        policy.body_and_head = lambda: None  # the fallback path, as an unsplittable model takes
     if method.endswith("+gc"):
         policy.enable_gradient_checkpointing()
 

@@ -62,6 +62,7 @@ from tests.test_lean_scoring import (  # noqa: E402
     assert_same,
     make_policy,
     score_and_grads,
+    through_forward,
 )
 from tests.test_learners import team  # noqa: E402
 from tests.test_resume_every_learner import (  # noqa: E402
@@ -173,7 +174,8 @@ def test_bf16_lean_scoring_at_the_real_vocabulary_tracks_float32(lora_adapter: b
     completions = [[(101 * i + 7 * j) % QWEN25_VOCAB for j in range(5 + i)] for i in range(6)]
     results = []
     for policy, lean in ((reference, False), (fast, True)):
-        policy.lean_scoring = policy.share_prompts = lean
+        through_forward(policy, not lean)
+        policy.share_prompts = lean
         policy.model.zero_grad(set_to_none=True)
         scored = policy.score(prompts, completions, sampling=SAMPLING, prompt_hidden=True)
         scored.log_probs.sum().backward()

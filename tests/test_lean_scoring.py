@@ -1,8 +1,9 @@
 """Memory-lean scoring: the LM head only at completion tokens, in checkpointed chunks.
 
 The lean paths (`head_scoring`) must give the log-probabilities, entropies, prompt states and
-gradients of scoring through `forward` with logits at every position (`lean_scoring=False`, the
-way before), on both prompt layouts, for full models and LoRA adapters, with gradient
+gradients of scoring through `forward` with logits at every position (the way before, and still
+the way for a model whose logits are not head(body(x)); `through_forward` forces it), on both
+prompt layouts, for full models and LoRA adapters, with gradient
 checkpointing too; and they must really skip the logits they promise to skip.
 """
 
@@ -35,10 +36,20 @@ def make_policy(lora: bool, seed: int = 4) -> LLMPolicy:
     return LLMPolicy(model, tokenizer)
 
 
+def through_forward(policy: LLMPolicy, forward: bool = True) -> None:
+    """Score `policy` the way a model without a separable LM head is scored (or, with
+    forward=False, the usual way again)."""
+    if forward:
+        policy.body_and_head = lambda: None
+    else:
+        vars(policy).pop("body_and_head", None)
+
+
 def score_and_grads(
     policy: LLMPolicy, *, lean: bool, share: bool, entropy: bool | str = True
 ) -> tuple[object, dict[str, torch.Tensor]]:
-    policy.lean_scoring, policy.share_prompts = lean, share
+    through_forward(policy, not lean)
+    policy.share_prompts = share
     policy.model.zero_grad(set_to_none=True)
     scored = policy.score(
         PROMPTS, COMPLETIONS, sampling=SAMPLING, entropy=entropy, prompt_hidden=True
@@ -147,10 +158,10 @@ def test_entropy_for_logging_has_no_graph_and_the_same_values() -> None:
     assert with_grad.entropy.requires_grad and not logged.entropy.requires_grad
     assert plain.entropy is None
     assert_close_to_scale(logged.entropy, with_grad.entropy)
-    policy.lean_scoring = False  # the path through forward gives the same logged values
-    through_forward = policy.score(PROMPTS, COMPLETIONS, sampling=SAMPLING, entropy="log")
-    assert not through_forward.entropy.requires_grad
-    assert_close_to_scale(through_forward.entropy, with_grad.entropy)
+    through_forward(policy)  # the path through forward gives the same logged values
+    forward = policy.score(PROMPTS, COMPLETIONS, sampling=SAMPLING, entropy="log")
+    assert not forward.entropy.requires_grad
+    assert_close_to_scale(forward.entropy, with_grad.entropy)
 
 
 def test_bf16_autocast_scores_like_forward() -> None:
