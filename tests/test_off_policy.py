@@ -27,6 +27,7 @@ from collabzoo.algos import (  # noqa: E402
 )
 from collabzoo.algos.learners.critic_batches import Sample  # noqa: E402
 from collabzoo.algos.learners.stats import DriftLog  # noqa: E402
+from collabzoo.algos.learners.tree_learner import TreeSample  # noqa: E402
 from collabzoo.algos.objectives import clipped_policy_loss, truncated_importance_weights  # noqa: E402
 from collabzoo.algos.policies.llm import Completion  # noqa: E402
 from collabzoo.algos.rollout.tree import generate_in_process  # noqa: E402
@@ -85,7 +86,7 @@ def test_magrpo_weights_each_tokens_gradient_by_the_truncated_ratio(tmp_path, mo
     trainer = MAGRPOTrainer(tinycoop, team(), config)
     log_probs = leaf(LOG_PROBS)
     monkeypatch.setattr(trainer.policies["alpha"], "score", scored_stub(log_probs))
-    samples = [([1], [2, 3], 1.0, SAMPLER[0]), ([1], [4], -2.0, SAMPLER[1])]
+    samples = [TreeSample([1], [2, 3], 1.0, SAMPLER[0]), TreeSample([1], [4], -2.0, SAMPLER[1])]
     assert trainer._policy_loss("alpha", samples, {})
     expected = torch.tensor([[-0.5, -0.5 * math.exp(-0.4)], [1.0 * math.exp(-0.1), 0.0]])
     assert_close_to_scale(log_probs.grad, expected)

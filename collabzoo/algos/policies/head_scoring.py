@@ -204,7 +204,18 @@ def prefix_cache(prompt_cache: Any, index: torch.Tensor) -> Any:
     from transformers.cache_utils import Cache
 
     layer = replay_safe_layer()
-    return Cache(layers=[layer((c.keys[index], c.values[index])) for c in prompt_cache.layers])
+    return Cache(
+        layers=[layer((rows(c.keys, index), rows(c.values, index))) for c in prompt_cache.layers]
+    )
+
+
+def rows(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """tensor[index] along the first dimension, with a backward that sums the gradients of a
+    repeated row in a fixed order. Indexing with `[index]` does not on a multi-threaded CPU: its
+    backward adds the K samples' gradients of one prompt with atomic adds in whatever order the
+    threads reach them, so two identical updates (or a run and its resume) drift apart in the
+    last bits. `index_select`'s backward (`index_add_`) goes index by index."""
+    return tensor.index_select(0, index)
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from collabzoo.algos.policies.head_scoring import (
     output_cache,
     prefix_cache,
     replay_safe_cache,
+    rows,
 )
 from collabzoo.algos.policies.sampling import Sampling, token_log_probs
 
@@ -215,7 +216,7 @@ class PolicyScoring:
                 **{cache_keyword(body): prefix_cache(cache, index)},  # a prompt row each
             ).last_hidden_state
             # token 0 is predicted at the prompt's last position, token j at completion j - 1
-            prompt_states = first[:, -1][index]
+            prompt_states = rows(first[:, -1], index)
             predicting = torch.cat([prompt_states.unsqueeze(1), rest[:, :-1]], dim=1)
             return self._lean_scored(
                 head, predicting, targets, mask, sampling, entropy, prompt_states
@@ -312,9 +313,13 @@ class PolicyScoring:
         with self.active(), self.compute():
             first, prompt_mask = self._prompt_pass(unique, hidden=prompt_hidden, logits=True)
             cache = output_cache(first)
-            if cache is None or not hasattr(cache, "batch_select_indices"):
-                return None
-            cache.batch_select_indices(index)  # one cache row per completion (differentiable)
+            layers = getattr(cache, "layers", None)
+            if not layers or not all(
+                isinstance(getattr(x, "keys", None), torch.Tensor) for x in layers
+            ):
+                return None  # not a cache of key/value tensors: each row is scored whole
+            for layer in layers:  # one row per completion, gathered in a fixed order
+                layer.keys, layer.values = rows(layer.keys, index), rows(layer.values, index)
             lengths = prompt_mask.sum(-1)[index]
             positions = lengths.unsqueeze(-1) + torch.arange(targets.size(1), device=device)
             rest = self.model(
@@ -324,9 +329,9 @@ class PolicyScoring:
                 **{cache_keyword(self.model): cache},
             )
         # token 0 is predicted at the prompt's last position, token j at completion token j - 1
-        first_logits = first.logits[:, -1][index].unsqueeze(1)
+        first_logits = rows(first.logits[:, -1], index).unsqueeze(1)
         picked = torch.cat([first_logits, rest.logits[:, :-1]], dim=1)
-        hidden = first.hidden_states[-1][:, -1][index] if prompt_hidden else None
+        hidden = rows(first.hidden_states[-1][:, -1], index) if prompt_hidden else None
         return self._scored(picked, targets, mask, sampling, entropy, hidden)
 
     def _prompt_pass(
