@@ -18,11 +18,15 @@ from collabzoo.algos import (  # noqa: E402
     IACTrainer,
     IPPOConfig,
     IPPOTrainer,
+    LLMPolicy,
     MAREINFORCEConfig,
     MAREINFORCETrainer,
     Sampling,
+    tiny_causal_lm,
 )
 from collabzoo.algos.policies.mlp import MLPPolicy, mlp_team  # noqa: E402
+from collabzoo.algos.policies.model_loading import as_policy  # noqa: E402
+from collabzoo.algos.policies.policy import Policy, TorchPolicy  # noqa: E402
 
 QUIET = dict(
     tensorboard=False, progress=False, save_steps=0, temperature=1.0, top_p=1.0, top_k=None
@@ -51,6 +55,47 @@ def test_mlp_policy_scores_what_it_samples_per_action_component() -> None:
     assert (scored.entropy <= torch.log(torch.tensor([3.0, 4.0])) + 1e-5).all()
     greedy = policy.generate(observations[:1], Sampling(do_sample=False))[0]
     assert greedy.completion_ids == [int(p[0].argmax()) for p in logits]
+
+
+LLM_ONLY = {
+    "alike",
+    "body_and_head",
+    "chat_template_kwargs",
+    "decode",
+    "enable_gradient_checkpointing",
+    "generate_ids",
+    "generation_options",
+    "keep_generation_config",
+    "max_prompt_tokens",
+    "pad_id",
+    "plain_generation_config",
+    "save_weights",
+    "share_prompts",
+    "stop_ids",
+    "tokenizer",
+    "_lean_shared",
+    "_score_shared",
+    "_template_ids",
+}
+"""What an LLM policy has and an MLP policy must not: tokens, chat templates, peft, the LM's
+scoring and generation paths."""
+
+
+def test_mlp_and_llm_policies_are_both_policies_and_only_the_llm_one_has_llm_parts() -> None:
+    mlp = MLPPolicy(spaces.Box(0, 1, (3,)), spaces.Discrete(2), hidden=(4,))
+    llm = LLMPolicy(*tiny_causal_lm())
+    assert not isinstance(mlp, LLMPolicy)
+    members = {n for n in dir(Policy) if not n.startswith("_")} | set(Policy.__annotations__)
+    assert {"score", "generate", "model", "adapter", "truncated_prompts"} <= members
+    for policy in (mlp, llm):
+        assert isinstance(policy, Policy) and isinstance(policy, TorchPolicy)
+        assert {n for n in members if not hasattr(policy, n)} == set(), type(policy).__name__
+        assert as_policy(policy) is policy  # a trainer takes either kind as it is
+    assert {n for n in LLM_ONLY if not hasattr(llm, n)} == set()
+    assert LLM_ONLY.isdisjoint(dir(mlp))
+    assert mlp.adapter is None and mlp.compute_dtype is None and mlp.truncated_prompts == 0
+    with pytest.raises(ValueError, match="no LoRA base"), mlp.reference():
+        pass
 
 
 def test_mlp_policy_rejects_what_it_cannot_read() -> None:

@@ -49,7 +49,7 @@ from collabzoo.algos.learners.learner import Learner
 from collabzoo.algos.learners.stats import DriftLog
 from collabzoo.algos.objectives import clipped_policy_loss, truncated_importance_weights, value_loss
 from collabzoo.algos.policies.critics import Critic
-from collabzoo.algos.policies.llm import LLMPolicy
+from collabzoo.algos.policies.policy import Policy
 from collabzoo.algos.rollout.tree import Node
 from collabzoo.algos.runtime.update_groups import UpdateGroup
 
@@ -174,7 +174,7 @@ class ActorCriticLearner(CriticBatches, Learner):
             return self.groups[self.policy_name(self.policies[name])]
         return self.groups[self._critic_groups[name]]
 
-    def prompt_encoders(self) -> list[LLMPolicy]:
+    def prompt_encoders(self) -> list[Policy]:
         return [*self.distinct, *(c.backbone for c in self.critics.values())]
 
     def _value_clip(self, critic: Critic) -> float | None:
@@ -358,7 +358,7 @@ class ActorCriticLearner(CriticBatches, Learner):
         return self.optimize(*self.training_batch(roots))
 
     # ----- state --------------------------------------------------------------------------------
-    def _own_backbones(self) -> dict[str, LLMPolicy]:
+    def _own_backbones(self) -> dict[str, Policy]:
         """Critics whose backbone is not an actor: their name -> backbone (a model of their
         own, or a LoRA adapter of their own on the actors' base)."""
         return {n: c.backbone for n, c in self.critics.items() if not c.shares_actor}

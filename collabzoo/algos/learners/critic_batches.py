@@ -15,7 +15,7 @@ import torch
 from collabzoo.algos.learners.config import ActorCriticRule
 from collabzoo.algos.objectives import STD_FLOOR, branch_estimates
 from collabzoo.algos.policies.critics import Critic, build_critic
-from collabzoo.algos.policies.llm import LLMPolicy
+from collabzoo.algos.policies.policy import Policy
 from collabzoo.algos.rollout.tree import Child, Node, expanded_nodes
 from collabzoo.algos.runtime.data_parallel import DataParallel
 from collabzoo.algos.runtime.placement import parse_device_map, place_models, resolve_device
@@ -55,8 +55,8 @@ class CriticBatches:
 
     args: Any
     agents: list[str]
-    policies: dict[str, LLMPolicy]
-    distinct: list[LLMPolicy]
+    policies: dict[str, Policy]
+    distinct: list[Policy]
     parallel: DataParallel | None
     critics: dict[str, Critic]
     rule: ActorCriticRule

@@ -25,8 +25,8 @@ import torch
 from collabzoo.algos.learners.config import LearnerConfig
 from collabzoo.algos.learners.stats import RunningStats
 from collabzoo.algos.policies.llm import LLMPolicy
-from collabzoo.algos.policies.mlp import MLPPolicy
 from collabzoo.algos.policies.model_loading import team_policies
+from collabzoo.algos.policies.policy import Policy
 from collabzoo.algos.rollout.tree import Node, TreeRollout, expanded_nodes
 from collabzoo.algos.runtime.checkpoint import (
     capture_rng,
@@ -156,10 +156,10 @@ class Learner:
         None: the policies sample themselves."""
         if self.args.generation_backend == "hf":
             return None
-        if any(isinstance(p, MLPPolicy) for p in self.distinct):
+        if not all(isinstance(p, LLMPolicy) for p in self.distinct):
             raise ValueError(
-                'generation_backend="vllm" samples Hugging Face causal LMs; an MLPPolicy '
-                "samples itself: use the hf backend"
+                'generation_backend="vllm" samples Hugging Face causal LMs; another policy (an '
+                "MLPPolicy) samples itself: use the hf backend"
             )
         from collabzoo.algos.rollout.vllm_engine import VLLMGenerator
 
@@ -185,10 +185,10 @@ class Learner:
             self.generator.close()
         self.executor.shutdown(wait=False)
 
-    def prepare_policy(self, policy: LLMPolicy) -> None:
-        """Ready a policy (or a critic's backbone) for training: the config's chat-template
-        options, and float32 master weights computed in the model's own lower precision."""
-        if self.args.chat_template_kwargs is not None:
+    def prepare_policy(self, policy: Policy) -> None:
+        """Ready a policy (or a critic's backbone) for training: an LLM's chat-template options,
+        and float32 master weights computed in the model's own lower precision."""
+        if self.args.chat_template_kwargs is not None and hasattr(policy, "chat_template_kwargs"):
             policy.chat_template_kwargs = dict(self.args.chat_template_kwargs)
         if getattr(policy, "keep_generation_config", False):
             warnings.warn(
@@ -206,7 +206,7 @@ class Learner:
         if self.args.gradient_checkpointing and hasattr(policy, "enable_gradient_checkpointing"):
             policy.enable_gradient_checkpointing()
 
-    def policy_name(self, policy: LLMPolicy) -> str:
+    def policy_name(self, policy: Policy) -> str:
         """The agents a policy plays, joined by "+" (its folder and optimizer name)."""
         return "+".join(a for a, p in self.policies.items() if p is policy)
 
@@ -220,7 +220,7 @@ class Learner:
         owners = {id(p): p for p in self.prompt_encoders()}
         return sum(p.truncated_prompts for p in owners.values())
 
-    def prompt_encoders(self) -> list[LLMPolicy]:
+    def prompt_encoders(self) -> list[Policy]:
         """Everything that encodes text prompts (a subclass adds its critics)."""
         return list(self.distinct)
 

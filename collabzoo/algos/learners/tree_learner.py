@@ -34,7 +34,7 @@ from collabzoo.algos.objectives import (
     sample_returns,
     truncated_importance_weights,
 )
-from collabzoo.algos.policies.llm import LLMPolicy
+from collabzoo.algos.policies.policy import Policy
 from collabzoo.algos.rollout.tree import Node, expanded_nodes
 from collabzoo.algos.runtime.placement import model_device
 
@@ -152,7 +152,7 @@ class TreeLearner(Learner):
 
     def _kl(
         self,
-        policy: LLMPolicy,
+        policy: Policy,
         prompts: Any,
         completions: Any,
         log_probs: torch.Tensor,

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from collabzoo.algos.policies.llm import LLMPolicy
+from collabzoo.algos.policies.policy import Policy
 
 
 class ValueHead(nn.Module):
@@ -48,14 +49,14 @@ class ValueHead(nn.Module):
 class Critic:
     """A value head on a backbone policy; `shares_actor` when the backbone is an actor's."""
 
-    def __init__(self, backbone: LLMPolicy, head: ValueHead, *, shares_actor: bool) -> None:
+    def __init__(self, backbone: Policy, head: ValueHead, *, shares_actor: bool) -> None:
         self.backbone = backbone
         self.head = head.to(backbone.device)
         self.shares_actor = shares_actor
 
     def encode(self, text: Any, parts: Sequence[str] = ()) -> list[int]:
         """The backbone's encoding of what the critic reads; `parts` share the prompt budget
-        (see `LLMPolicy.encode_prompt`)."""
+        (see `Policy.encode_prompt`)."""
         return self.backbone.encode_prompt(text, parts=parts)
 
     def follow_backbone(self) -> None:
@@ -84,7 +85,7 @@ class Critic:
 
 
 def build_critic(
-    actor: LLMPolicy,
+    actor: Policy,
     name: str,
     *,
     separate: bool,
@@ -92,7 +93,7 @@ def build_critic(
     backbone: Any = None,
 ) -> Critic:
     """A critic for `actor` (see the module docstring for the choice of backbone). `backbone`:
-    an explicit model for it (an LLMPolicy, a (model, tokenizer) pair or a model name)."""
+    an explicit model for it (a policy, a (model, tokenizer) pair or a model name)."""
     from collabzoo.algos.policies.model_loading import as_policy
 
     if backbone is not None:
@@ -100,7 +101,8 @@ def build_critic(
         shares = policy is actor
     elif not separate:
         policy, shares = actor, True
-    elif actor.adapter is not None:  # a LoRA actor: the critic is one more adapter on its base
+    elif isinstance(actor, LLMPolicy) and actor.adapter is not None:
+        # a LoRA actor: the critic is one more adapter on its base
         model = actor.model
         adapter = f"critic_{name}"
         if adapter not in model.peft_config:

@@ -30,7 +30,6 @@ import inspect
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,25 +40,13 @@ from collabzoo.algos.policies.head_scoring import (
     full_attention_only,
     output_cache,
 )
+from collabzoo.algos.policies.policy import Completion, TorchPolicy
 from collabzoo.algos.policies.prompt_budget import TRUNCATION_MARK, share_budget, split_parts
 from collabzoo.algos.policies.sampling import Sampling
 from collabzoo.algos.policies.scoring import PolicyScoring
 
 FIT_ATTEMPTS = 8
 """Re-tokenising a cut text can shift its length by a token or two: tries before giving up."""
-
-
-@dataclass
-class Completion:
-    """One sampled answer: its text and the token ids the loss needs."""
-
-    text: str
-    prompt_ids: list[int]
-    completion_ids: list[int] = field(repr=False)
-    sampler_log_probs: list[float] | None = field(default=None, repr=False)
-    """Log-probabilities of the completion tokens under the distribution an external engine
-    (vLLM) sampled them from, for the learners' off-policy correction; None when the policy
-    sampled them itself."""
 
 
 def _id_list(value: Any) -> list[int]:
@@ -97,7 +84,7 @@ def encode_rows(policies: Sequence[LLMPolicy], prompts: Sequence[str]) -> list[l
     return [encoded[id(p), prompt] for p, prompt in zip(policies, prompts, strict=True)]
 
 
-class LLMPolicy(PolicyScoring):
+class LLMPolicy(PolicyScoring, TorchPolicy):
     """A Hugging Face causal LM + tokenizer (+ optional LoRA adapter name) used as a policy."""
 
     def __init__(
@@ -114,16 +101,13 @@ class LLMPolicy(PolicyScoring):
         logit_chunk_tokens: int | None = None,
         generation_batch_size: int | None = None,
     ) -> None:
-        self.model = model
+        super().__init__(model, adapter=adapter, compute_dtype=compute_dtype)
         self.tokenizer = tokenizer
-        self.adapter = adapter
         self.max_prompt_tokens = max_prompt_tokens
         self.share_prompts = share_prompts
         """Score the samples of one prompt on one shared prompt pass (see `score`)."""
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         """Extra options of the chat template (`{"enable_thinking": False}` for Qwen3)."""
-        self.compute_dtype = compute_dtype
-        """Autocast dtype of every forward pass (None: the weights' own dtype)."""
         self.keep_generation_config = keep_generation_config
         """Sample with the extras of the model's `generation_config` (a repetition penalty,
         min-p, ...) as `generate` applies them by default, the way hub models are evaluated.
@@ -139,12 +123,6 @@ class LLMPolicy(PolicyScoring):
             self.pad_id = self.eos_id
         if self.pad_id is None:
             raise ValueError("the tokenizer has neither a pad token nor an eos token")
-        self.truncated_prompts = 0
-        """Prompts cut to fit `max_prompt_tokens` so far (learners log it per update)."""
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
 
     @property
     def hidden_size(self) -> int:
@@ -175,48 +153,6 @@ class LLMPolicy(PolicyScoring):
         )
 
     # ----- what training changes ------------------------------------------------------------------
-    def trainable_parameters(self) -> list[torch.nn.Parameter]:
-        with self.active():
-            return [p for p in self.model.parameters() if p.requires_grad]
-
-    def trainable_state(self) -> dict[str, torch.Tensor]:
-        """The weights training changes, by parameter name: a LoRA policy's own adapter only
-        (not the frozen base, not the other agents' adapters); a full model's every weight."""
-        own = {id(p) for p in self.trainable_parameters()}
-        return {n: p.detach() for n, p in self.model.named_parameters() if id(p) in own}
-
-    def load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
-        """Put back what `trainable_state` returned (exactly those names, else ValueError)."""
-        own = self.trainable_state()
-        missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
-        if missing or unexpected:
-            raise ValueError(
-                "the saved weights do not match this policy's trainable weights: "
-                f"missing {missing[:5]} ({len(missing)}), unexpected {unexpected[:5]} "
-                f"({len(unexpected)}); was the checkpoint made with the same team?"
-            )
-        with torch.no_grad():
-            for name, value in state.items():
-                own[name].copy_(value)
-
-    def keep_float32_masters(self) -> int:
-        """Make the trainable weights float32 (AdamW steps of lr 5e-6 round away in bf16) and,
-        if the model was in a lower precision, compute in that precision under autocast, as TRL
-        and accelerate train. Frozen weights (a LoRA base) stay as they are. Returns how many
-        parameters were converted."""
-        floating = [p for p in self.model.parameters() if p.is_floating_point()]
-        if self.compute_dtype is None and floating:
-            dtypes = [p.dtype for p in floating]
-            common = max(set(dtypes), key=dtypes.count)
-            if common != torch.float32:
-                self.compute_dtype = common
-        converted = 0
-        for parameter in self.trainable_parameters():
-            if parameter.is_floating_point() and parameter.dtype != torch.float32:
-                parameter.data = parameter.data.float()
-                converted += 1
-        return converted
-
     def enable_gradient_checkpointing(self) -> None:
         """Recompute each layer's activations in backward instead of keeping them, checkpointed
         non-reentrantly: the shared-prompt scoring needs the prompt's key/value states to keep
@@ -266,23 +202,6 @@ class LLMPolicy(PolicyScoring):
             raise ValueError("a reference policy by disabling the adapter needs a LoRA adapter")
         with self.model.disable_adapter():
             yield
-
-    @contextlib.contextmanager
-    def mode(self, *, train: bool) -> Iterator[None]:
-        """Train mode (dropout, LoRA dropout included, on) for loss passes, eval mode for
-        sampling, old log-probabilities and critic reads; the previous mode comes back after."""
-        was_training = self.model.training
-        self.model.train(train)
-        try:
-            yield
-        finally:
-            self.model.train(was_training)
-
-    def compute(self) -> contextlib.AbstractContextManager[Any]:
-        """Autocast to `compute_dtype` (a no-op without one, or at float32)."""
-        if self.compute_dtype is None or self.compute_dtype == torch.float32:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype)
 
     # ----- tokens -------------------------------------------------------------------------------
     def _template_ids(self, text: str) -> list[int]:

@@ -1,7 +1,7 @@
-"""A small MLP policy for numeric spaces, behind the same interface as `LLMPolicy`.
+"""A small MLP policy for numeric spaces, behind the interface the learners use (`Policy`).
 
 The learners only ever see a policy through `generate`, `score`, `prompt_states` and
-`encode_prompt`, so an MLP fits by reading the LLM vocabulary loosely:
+`encode_prompt`, so an MLP fits by reading the LLM policy's vocabulary loosely:
 
 - a "prompt" is the flattened observation, a tuple of floats (`encode_prompt`);
 - a "completion" is the action: one "token" per action dimension (one for `Discrete`, one per
@@ -17,10 +17,9 @@ supported. Observations may be any space gymnasium can flatten (`Box`, `Discrete
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from collabzoo.algos.policies.llm import Completion, LLMPolicy
+from collabzoo.algos.policies.policy import Completion, TorchPolicy
 from collabzoo.algos.policies.sampling import Sampling, sampling_logits, token_log_probs
 from collabzoo.algos.policies.scoring import Scored
 
@@ -78,7 +77,7 @@ def _action_sizes(space: Any) -> list[int]:
     )
 
 
-class MLPPolicy(LLMPolicy):
+class MLPPolicy(TorchPolicy):
     """A categorical MLP policy for one agent's (observation_space, action_space).
 
     Args:
@@ -104,31 +103,12 @@ class MLPPolicy(LLMPolicy):
         dim = spaces.flatdim(observation_space)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.model = MLP(dim, sizes, hidden)
-        self.tokenizer = None
-        self.adapter = None
-        self.share_prompts = False
-        self.compute_dtype = None
-        self.truncated_prompts = 0
-        self.chat_template_kwargs: dict[str, Any] = {}
-        self.keep_generation_config = False
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+            model = MLP(dim, sizes, hidden)
+        super().__init__(model)
 
     @property
     def hidden_size(self) -> int:
         return self.model.hidden[-1]
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator[None]:
-        yield
-
-    @contextlib.contextmanager
-    def reference(self) -> Iterator[None]:
-        raise ValueError("an MLPPolicy has no LoRA base; a KL reference is a frozen copy")
-        yield  # pragma: no cover
 
     def copy(self) -> MLPPolicy:
         clone = copy.copy(self)
@@ -201,11 +181,12 @@ class MLPPolicy(LLMPolicy):
         completions: Sequence[Sequence[int]],
         *,
         sampling: Sampling | None = None,
-        entropy: bool = False,
+        entropy: bool | str = False,
         prompt_hidden: bool = False,
     ) -> Scored:
         """log pi of each action component [B, D] (mask all true), entropies, hidden features;
-        with `sampling`, of the distribution `generate` sampled from."""
+        with `sampling`, of the distribution `generate` sampled from. Any true `entropy`
+        ("log" included) gives entropies with gradients."""
         if len(prompts) != len(completions):
             raise ValueError(
                 f"{len(prompts)} observations but {len(completions)} actions: one each expected"
@@ -218,7 +199,9 @@ class MLPPolicy(LLMPolicy):
             )
         log_probs, entropies, outside = [], [], 0
         for d, part in enumerate(logits):
-            chosen, spread, cut = token_log_probs(part, actions[:, d], sampling, entropy=entropy)
+            chosen, spread, cut = token_log_probs(
+                part, actions[:, d], sampling, entropy=bool(entropy)
+            )
             log_probs.append(chosen)
             if spread is not None:
                 entropies.append(spread)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from collabzoo.algos.policies.llm import LLMPolicy
+from collabzoo.algos.policies.policy import Policy
 
 TINY = "tiny"
 
@@ -354,20 +355,19 @@ def lora_team(
     return {agent: LLMPolicy(peft_model, tokenizer, adapter=agent) for agent in agents}
 
 
-def team_policies(
-    models: Any, agents: Sequence[str], tokenizer: Any = None
-) -> dict[str, LLMPolicy]:
+def team_policies(models: Any, agents: Sequence[str], tokenizer: Any = None) -> dict[str, Policy]:
     """Normalise a trainer's `models` argument to one policy per agent.
 
-    Accepted: an `LLMPolicy`, a model (with `tokenizer`), a (model, tokenizer) pair, a model
-    name/path, or a mapping from agent to any of those. Agents mapped to the same object share
-    one policy (and so one generate call and one set of weights).
+    Accepted: a policy (an `LLMPolicy`, an `MLPPolicy`: anything that is a `Policy`), a model
+    (with `tokenizer`), a (model, tokenizer) pair, a model name/path, or a mapping from agent
+    to any of those. Agents mapped to the same object share one policy (and so one generate
+    call and one set of weights).
     """
     if isinstance(models, Mapping):
         missing = [a for a in agents if a not in models]
         if missing:
             raise ValueError(f"no model given for agents {missing}; got keys {sorted(models)}")
-        made: dict[int, LLMPolicy] = {}
+        made: dict[int, Policy] = {}
         team = {}
         for agent in agents:
             spec = models[agent]
@@ -379,8 +379,10 @@ def team_policies(
     return dict.fromkeys(agents, shared)
 
 
-def as_policy(spec: Any, tokenizer: Any = None) -> LLMPolicy:
-    if isinstance(spec, LLMPolicy):
+def as_policy(spec: Any, tokenizer: Any = None) -> Policy:
+    """A policy as it is, or an `LLMPolicy` made of a model name, a (model, tokenizer) pair or
+    a model and `tokenizer`."""
+    if isinstance(spec, Policy):
         return spec
     if isinstance(spec, str):
         return LLMPolicy(*load_causal_lm(spec))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,19 +47,16 @@ class Scored:
 
 
 class PolicyScoring:
-    """The scoring half of `LLMPolicy` (see its module)."""
+    """The scoring half of `LLMPolicy` (see its module); the rest of what it reads is the
+    policy's own (`TorchPolicy`'s `active`, `compute` and `device`)."""
 
     model: Any
     pad_id: int
     share_prompts: bool
     logit_chunk_tokens: int | None
     device: torch.device
-
-    def active(self) -> contextlib.AbstractContextManager[None]:
-        raise NotImplementedError
-
-    def compute(self) -> contextlib.AbstractContextManager[Any]:
-        raise NotImplementedError
+    active: Callable[[], contextlib.AbstractContextManager[None]]
+    compute: Callable[[], contextlib.AbstractContextManager[Any]]
 
     # ----- scoring ------------------------------------------------------------------------------
     def score(
@@ -401,26 +398,3 @@ class PolicyScoring:
             return "logits_to_keep" in inspect.signature(self.model.forward).parameters
         except (TypeError, ValueError):
             return False
-
-    def token_log_probs(
-        self,
-        prompts: Sequence[Sequence[int]],
-        completions: Sequence[Sequence[int]],
-        *,
-        sampling: Sampling | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities of each completion token, [batch, max completion length], and the
-        mask of real (non-padding) completion tokens."""
-        scored = self.score(prompts, completions, sampling=sampling)
-        return scored.log_probs, scored.mask
-
-    def sequence_log_probs(
-        self,
-        prompts: Sequence[Sequence[int]],
-        completions: Sequence[Sequence[int]],
-        *,
-        sampling: Sampling | None = None,
-    ) -> torch.Tensor:
-        """Sum of completion-token log-probabilities per sequence (the macro-action's)."""
-        log_probs, _ = self.token_log_probs(prompts, completions, sampling=sampling)
-        return log_probs.sum(-1)

@@ -21,7 +21,8 @@ from typing import Any
 from gymnasium.utils import EzPickle
 
 from collabzoo.algos.objectives import discounted_return
-from collabzoo.algos.policies.llm import Completion, LLMPolicy, encode_rows
+from collabzoo.algos.policies.llm import encode_rows
+from collabzoo.algos.policies.policy import Completion, Policy
 from collabzoo.algos.policies.sampling import Sampling
 
 JOINT_MODES = ("aligned", "cross")
@@ -131,16 +132,17 @@ def copy_loses_state(env: Any) -> bool:
     return False
 
 
-Generate = Callable[[Sequence[LLMPolicy], Sequence[Any], Sampling], list[Completion]]
+Generate = Callable[[Sequence[Policy], Sequence[Any], Sampling], list[Completion]]
 """Samples one completion per observation, row i for policy i (the policies of one call share
 one model: one policy, or the agents of one LoRA team)."""
 
 
 def generate_in_process(
-    row_policies: Sequence[LLMPolicy], observations: Sequence[Any], sampling: Sampling
+    row_policies: Sequence[Policy], observations: Sequence[Any], sampling: Sampling
 ) -> list[Completion]:
     """Sampling on the policies' own model (transformers' `generate`): one call, each row with
-    its agent's adapter when the rows mix a LoRA team's agents (peft's mixed-adapter batches)."""
+    its agent's adapter when the rows mix a LoRA team's agents (peft's mixed-adapter batches;
+    only the agents of one LoRA team, `LLMPolicy`s, share a call)."""
     policy = row_policies[0]
     if all(p is policy for p in row_policies):
         return policy.generate(list(observations), sampling)
@@ -157,7 +159,7 @@ class TreeRollout:
     def __init__(
         self,
         env_factory: Callable[[], Any],
-        policies: dict[str, LLMPolicy],
+        policies: dict[str, Policy],
         sampling: Sampling,
         *,
         num_generations: int,

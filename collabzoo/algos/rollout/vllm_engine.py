@@ -44,7 +44,8 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.policies.llm import Completion, LLMPolicy, encode_rows, generation_model
+from collabzoo.algos.policies.llm import LLMPolicy, encode_rows, generation_model
+from collabzoo.algos.policies.policy import Completion
 from collabzoo.algos.policies.sampling import Sampling
 from collabzoo.algos.runtime.checkpoint import capture_rng, restore_rng
 
