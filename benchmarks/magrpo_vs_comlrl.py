@@ -56,10 +56,11 @@ its chat template writes into every prompt (after the system turn), so CoMLRL si
 empty completions. With `--model`, a pad token that occurs in the templated prompts is replaced by
 `<|endoftext|>` for both libraries (collabzoo does not depend on it; one tokenizer keeps the two
 matched), and the models' generation config pads finished rows with it, so CoMLRL's answers end
-where the model stopped. Before any timing, one untimed warm-up per library checks that both
-generate non-empty completions of comparable length (mean tokens within a factor of
-`LENGTH_RATIO_LIMIT`) and stops with a message if not; the table reports each library's mean
-completion length (tokens of the answers the reward scored, re-encoded without special tokens).
+where the model stopped. Before any timing, one untimed warm-up per library on the same prompts
+checks that both generate non-empty completions of comparable length (mean tokens within a
+factor of `LENGTH_RATIO_LIMIT`) and stops with a message if not; the table reports each
+library's mean completion length (tokens of the answers the reward scored, re-encoded without
+special tokens).
 
 LoRA: CoMLRL 1.4.3 has no LoRA or peft option (its trainers and configs take full models only,
 and none of its modules mentions LoRA or peft), so throughput compares full models, and only
@@ -476,7 +477,8 @@ def comlrl_formatters(tokenizer: Any) -> list[Callable[[dict[str, Any]], str]]:
 
 
 def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
-    """One warm-up epoch on WARMUP_PROMPTS, then `epochs` timed epochs (none with 0)."""
+    """One warm-up epoch on WARMUP_PROMPTS (or `warmup_prompts`), then `epochs` timed epochs
+    (none with 0)."""
     os.environ["WANDB_MODE"] = "disabled"
     import torch
     import transformers.models.qwen2.modeling_qwen2  # noqa: F401
@@ -491,6 +493,7 @@ def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
 
     workload = workload_of(params)
     model = params.get("model")
+    warmup_prompts = params.get("warmup_prompts", WARMUP_PROMPTS)
     model_a, model_b, tokenizer = team_models(SMALL, model)
     param_bytes = tensor_bytes(p for m in (model_a, model_b) for p in m.parameters())
     checksum = weight_checksum([model_a, model_b])
@@ -506,7 +509,7 @@ def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
     trainer = MAGRPOTrainer(
         agents=[model_a, model_b],
         tokenizer=tokenizer,
-        train_dataset=datasets.Dataset.from_list([{"prompt": p} for p in WARMUP_PROMPTS]),
+        train_dataset=datasets.Dataset.from_list([{"prompt": p} for p in warmup_prompts]),
         reward_func=comlrl_reward,
         formatters=comlrl_formatters(tokenizer),
         args=config,
@@ -514,7 +517,7 @@ def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
     torch.manual_seed(0)
     rss_built = peak_rss_mb()
     started = time.perf_counter()
-    trainer.train()  # warm-up epoch on other prompts, never timed
+    trainer.train()  # warm-up epoch, never timed
     warmup = time.perf_counter() - started
     warm_lengths = answer_lengths(tokenizer)
     if model is not None:
@@ -782,7 +785,11 @@ def main() -> None:
         },
     }
     if model is not None:
-        checks = {"collabzoo": {"steps": 0}, "comlrl": {"epochs": 0}}
+        same_prompts = PROMPTS[: workload.prompts]  # collabzoo's warm-up prompts
+        checks = {
+            "collabzoo": {"steps": 0},
+            "comlrl": {"epochs": 0, "warmup_prompts": same_prompts},
+        }
         results["completion_check"] = preflight(child, checks)
     runs: dict[str, list[dict[str, Any]]] = {"collabzoo": [], "comlrl": []}
     for index in range(rounds):  # alternate, so a busy spell hits both libraries alike
