@@ -23,7 +23,31 @@ Memory: CC with two full actors and a full critic (CoMLRL's only option) against
 on one base model with three LoRA adapters (two actors, one critic), on the hidden-512 model of
 `magrpo_vs_comlrl.py`, as peak RSS after one update.
 
+With `--model NAME` (a model folder, a hub id, or a known short name such as
+`smollm2-135m-instruct`, resolved by `collabzoo.algos.policies.pretrained.resolve_model`, loaded
+with `collabzoo.algos.load_causal_lm`) every actor and critic of both libraries is a full copy of
+that pretrained model, with the same prompts (inside the model's chat template, identical token
+ids in both), new-token budget, sampling and learning rates as above; the memory runs use it too.
+`--quick` then runs 2 prompts and 32 new tokens (without it: the 8 prompts and 128 tokens above).
+
+Known pitfall: CoMLRL 1.4.3 takes the tokenizer's pad token as the end of the prompt in its
+MAGRPO and as the end of an answer everywhere. SmolLM2's pad token is `<|im_end|>`, which its
+chat template writes into every prompt, so CoMLRL's MAGRPO silently generates empty completions
+(its IAC and MAAC cut the prompt at its full length, so only the answer's end depends on the pad
+token there). As in `magrpo_vs_comlrl.py`, a pad token that occurs in the templated prompts is
+replaced by `<|endoftext|>` for both libraries, and the models' generation config pads finished
+rows with it, so one tokenizer serves both scripts and both libraries. Before timing, one
+untimed warm-up per library (the first variant, on the same prompts) checks that both generate
+non-empty completions of comparable length and stops with a message if not; every later
+measurement also stops before its timing when its own warm-up answers are empty. The table
+reports each library's mean completion length (tokens of the answers the reward scored).
+
+LoRA: CoMLRL 1.4.3 has no LoRA or peft option (its IAC and MAAC trainers take full actor and
+critic models only), so throughput compares full models, and the memory section reports
+collabzoo's LoRA team against full models only.
+
     python benchmarks/actor_critic_vs_comlrl.py [--quick] [--json results.json]
+    python benchmarks/actor_critic_vs_comlrl.py --model smollm2-135m-instruct --quick --skip-memory
 """
 
 from __future__ import annotations
@@ -35,6 +59,7 @@ import platform
 import sys
 import tempfile
 import time
+from dataclasses import asdict, replace
 from typing import Any
 
 from magrpo_vs_comlrl import (
@@ -42,12 +67,19 @@ from magrpo_vs_comlrl import (
     PROMPTS,
     SMALL,
     WARMUP_PROMPTS,
-    comlrl_format_a,
-    comlrl_format_b,
+    Workload,
+    add_model_option,
+    answer_lengths,
+    base_model,
+    comlrl_formatters,
     comlrl_reward,
     first_line,
+    mean_tokens,
     peak_rss_mb,
+    preflight,
     prompt_pair_env_class,
+    require_answers,
+    resolved_model,
     run_as_child,
     run_child,
     summarise,
@@ -64,9 +96,19 @@ COMMON = {  # identical for both libraries
 LEARNING_RATES = {"actor": 5e-6, "critic": 5e-6}
 VARIANTS = ("iac-separate", "iac-head", "cc")
 TARGET_RATIO = 3.0
+WORKLOAD = Workload(num_generations=1, max_new_tokens=COMMON["max_new_tokens"])
+QUICK_MODEL_WORKLOAD = Workload(prompts=2, num_generations=1, max_new_tokens=32)
+"""`--quick --model`: a real model on a busy 2-core machine."""
 
 
-def collabzoo_trainer(variant: str, spec: dict[str, int], lora: bool, tokens: int, workdir: str):
+def collabzoo_trainer(
+    variant: str,
+    spec: dict[str, int],
+    lora: bool,
+    workload: Workload,
+    workdir: str,
+    model: str | None = None,
+):
     from collabzoo.algos import (
         CentralCriticConfig,
         CentralCriticTrainer,
@@ -74,28 +116,27 @@ def collabzoo_trainer(variant: str, spec: dict[str, int], lora: bool, tokens: in
         IACTrainer,
         LLMPolicy,
         lora_team,
-        tiny_causal_lm,
     )
 
     if lora:
-        model, tokenizer = tiny_causal_lm(0, **spec)
-        policies = lora_team(model, tokenizer, ["a", "b"])
+        base, tokenizer = base_model(spec, model)
+        policies = lora_team(base, tokenizer, ["a", "b"])
     else:
-        model_a, model_b, tokenizer = team_models(spec)
+        model_a, model_b, tokenizer = team_models(spec, model)
         policies = {"a": LLMPolicy(model_a, tokenizer), "b": LLMPolicy(model_b, tokenizer)}
     settings = dict(
         output_dir=workdir,
         num_turns=1,
-        rollout_buffer_size=len(PROMPTS),
-        num_generations=1,
+        rollout_buffer_size=workload.prompts,
+        num_generations=workload.num_generations,
         tensorboard=False,
         progress=False,
         save_steps=0,
         actor_learning_rate=LEARNING_RATES["actor"],
         critic_learning_rate=LEARNING_RATES["critic"],
-        **{**COMMON, "max_new_tokens": tokens},
+        **{**COMMON, "max_new_tokens": workload.max_new_tokens},
     )
-    env = prompt_pair_env_class(PROMPTS)
+    env = prompt_pair_env_class(PROMPTS[: workload.prompts])
     if variant == "cc":
         return CentralCriticTrainer(env, policies, CentralCriticConfig(**settings)), policies
     separate = variant == "iac-separate"
@@ -113,16 +154,22 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
         import peft  # noqa: F401
     rss_imports = peak_rss_mb()
     spec = LARGE if params.get("large") else SMALL
+    workload = Workload(**params["workload"])
+    model = params.get("model")
     with tempfile.TemporaryDirectory() as workdir:
         trainer, policies = collabzoo_trainer(
-            params["variant"], spec, params.get("lora", False), params["max_new_tokens"], workdir
+            params["variant"], spec, params.get("lora", False), workload, workdir, model
         )
+        tokenizer = next(iter(policies.values())).tokenizer
         models = {id(p.model): p.model for p in policies.values()}
         for critic in trainer.critics.values():
             models[id(critic.backbone.model)] = critic.backbone.model
         param_bytes = tensor_bytes(p for m in models.values() for p in m.parameters())
         torch.manual_seed(0)
         warm = trainer.train_step()
+        warm_lengths = answer_lengths(tokenizer)
+        if model is not None:
+            require_answers("collabzoo", warm_lengths)
         steps = params["steps"]
         started = time.perf_counter()
         for _ in range(steps):
@@ -134,13 +181,19 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
             "lora": bool(params.get("lora")),
             "torch_threads": torch.get_num_threads(),
             "warmup_seconds": warm["update_seconds"],
+            "warmup_lengths": warm_lengths,
             "param_bytes": param_bytes,
             "rss_after_imports_mb": rss_imports,
             "peak_rss_mb": peak_rss_mb(),
         }
         if steps:
-            joint = steps * len(PROMPTS)
-            result.update(joint_samples=joint, seconds=elapsed, joint_samples_per_s=joint / elapsed)
+            joint = steps * workload.prompts
+            result.update(
+                joint_samples=joint,
+                seconds=elapsed,
+                joint_samples_per_s=joint / elapsed,
+                lengths=answer_lengths(tokenizer),
+            )
         return result
 
 
@@ -160,7 +213,10 @@ def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
         import peft  # noqa: F401
     rss_imports = peak_rss_mb()
     spec = LARGE if params.get("large") else SMALL
-    model_a, model_b, tokenizer = team_models(spec)
+    workload = Workload(**params["workload"])
+    model = params.get("model")
+    warmup_prompts = params.get("warmup_prompts", WARMUP_PROMPTS)
+    model_a, model_b, tokenizer = team_models(spec, model)
     common = dict(
         num_train_epochs=1,
         num_turns=1,
@@ -170,15 +226,13 @@ def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
         early_termination_threshold=None,
         agent_learning_rate=LEARNING_RATES["actor"],
         critic_learning_rate=LEARNING_RATES["critic"],
-        **COMMON,
+        **{**COMMON, "max_new_tokens": workload.max_new_tokens},
     )
-    if params["max_new_tokens"] != COMMON["max_new_tokens"]:
-        common["max_new_tokens"] = params["max_new_tokens"]
     data = dict(
         tokenizer=tokenizer,
-        train_dataset=datasets.Dataset.from_list([{"prompt": p} for p in WARMUP_PROMPTS]),
+        train_dataset=datasets.Dataset.from_list([{"prompt": p} for p in warmup_prompts]),
         reward_func=comlrl_reward,
-        formatters=[comlrl_format_a, comlrl_format_b],
+        formatters=comlrl_formatters(tokenizer),
     )
     variant = params["variant"]
     critic_models: list[Any] = []
@@ -209,25 +263,35 @@ def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
     )
     torch.manual_seed(0)
     started = time.perf_counter()
-    trainer.train()  # warm-up epoch on other prompts, never timed
+    trainer.train()  # warm-up epoch, never timed
     warmup = time.perf_counter() - started
+    warm_lengths = answer_lengths(tokenizer)
+    if model is not None:
+        require_answers("CoMLRL", warm_lengths)
     epochs = params["epochs"]
     result = {
         "library": "comlrl",
         "variant": variant,
         "torch_threads": torch.get_num_threads(),
         "warmup_seconds": warmup,
+        "warmup_lengths": warm_lengths,
         "param_bytes": param_bytes,
         "rss_after_imports_mb": rss_imports,
     }
     if epochs:
-        trainer.train_dataset = datasets.Dataset.from_list([{"prompt": p} for p in PROMPTS])
+        prompts = PROMPTS[: workload.prompts]
+        trainer.train_dataset = datasets.Dataset.from_list([{"prompt": p} for p in prompts])
         started = time.perf_counter()
         for _ in range(epochs):
             trainer.train()
         elapsed = time.perf_counter() - started
-        joint = epochs * len(PROMPTS)
-        result.update(joint_samples=joint, seconds=elapsed, joint_samples_per_s=joint / elapsed)
+        joint = epochs * workload.prompts
+        result.update(
+            joint_samples=joint,
+            seconds=elapsed,
+            joint_samples_per_s=joint / elapsed,
+            lengths=answer_lengths(tokenizer),
+        )
     result["peak_rss_mb"] = peak_rss_mb()
     return result
 
@@ -236,14 +300,15 @@ CHILDREN = {"collabzoo": child_collabzoo, "comlrl": child_comlrl}
 
 
 def report(results: dict[str, Any]) -> None:
+    settings = results["settings"]
     print(
-        f"\nActor-critic training throughput: 2 agents, {len(PROMPTS)} prompts, 1 generation, "
-        f"{COMMON['max_new_tokens']} new tokens, 1 turn, torch threads: "
-        f"{results['settings']['threads']}"
+        f"\nActor-critic training throughput: {settings['model_name']}, 2 agents, "
+        f"{settings['prompts']} prompts, 1 generation, {settings['max_new_tokens']} new tokens, "
+        f"1 turn, torch threads: {settings['threads']}"
     )
     print(
         f"{'variant':<14}{'collabzoo/s':>12}{'CoMLRL/s':>10}{'ratio':>8}"
-        f"{'collabzoo MB':>14}{'CoMLRL MB':>11}"
+        f"{'collabzoo MB':>14}{'CoMLRL MB':>11}{'answer tokens (cz / CoMLRL)':>29}"
     )
     for variant, row in results["throughput"].items():
         ours, theirs = row["collabzoo"], row["comlrl"]
@@ -255,10 +320,11 @@ def report(results: dict[str, Any]) -> None:
             f"{variant:<14}{ours['joint_samples_per_s']:>12.2f}"
             f"{theirs['joint_samples_per_s']:>10.2f}{ratio:>7.2f}x"
             f"{ours['peak_rss_mb']:>14,.0f}{theirs['peak_rss_mb']:>11,.0f}"
+            f"{mean_tokens(ours) + ' / ' + mean_tokens(theirs):>29}"
         )
     memory = results.get("memory", {})
     if memory:
-        print("\nMemory of CC on the hidden-512 model, peak RSS after one update:")
+        print(f"\nMemory of CC on {settings['memory_model_name']}, peak RSS after one update:")
         for name, r in memory.items():
             if "error" in r:
                 print(f"  {name:<40} {first_line(r)}")
@@ -275,6 +341,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one round, fewer repeats")
     parser.add_argument("--rounds", type=int, help="alternating rounds per library (default 2)")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    add_model_option(parser)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per subprocess")
     parser.add_argument("--skip-memory", action="store_true")
@@ -289,11 +356,13 @@ def main() -> None:
 
     rounds = args.rounds or (1 if args.quick else 2)
     steps, epochs = (2, 1) if args.quick else (3, 2)
-    tokens = COMMON["max_new_tokens"]
+    model = resolved_model(args.model)
+    workload = QUICK_MODEL_WORKLOAD if model and args.quick else WORKLOAD
+    shape = {"workload": asdict(workload), "model": model}
     script = os.path.abspath(__file__)
 
     def child(kind: str, params: dict[str, Any]) -> dict[str, Any]:
-        return run_child(kind, params, args.threads, args.timeout, script=script)
+        return run_child(kind, {**shape, **params}, args.threads, args.timeout, script=script)
 
     started = time.perf_counter()
     results: dict[str, Any] = {
@@ -305,25 +374,38 @@ def main() -> None:
             "python": platform.python_version(),
         },
         "settings": {
-            "prompts": len(PROMPTS),
+            "prompts": workload.prompts,
             **COMMON,
-            "model": SMALL,
+            "max_new_tokens": workload.max_new_tokens,
+            "model": model or SMALL,
+            "model_name": args.model or "tiny random Qwen2 (hidden 256, 2 layers)",
+            "memory_model_name": args.model or "the hidden-512 model",
             "threads": args.threads,
             "rounds": rounds,
         },
         "throughput": {},
     }
+    if model is not None:
+        first = {"variant": args.variants[0]}
+        same_prompts = PROMPTS[: workload.prompts]  # collabzoo's warm-up prompts
+        checks = {
+            "collabzoo": {**first, "steps": 0},
+            "comlrl": {**first, "epochs": 0, "warmup_prompts": same_prompts},
+        }
+        results["completion_check"] = preflight(child, checks)
     for variant in args.variants:
         runs: dict[str, list[dict[str, Any]]] = {"collabzoo": [], "comlrl": []}
         for index in range(rounds):
             print(f"{variant} round {index + 1}/{rounds} ...", flush=True)
-            params = {"variant": variant, "max_new_tokens": tokens}
+            params = {"variant": variant}
             runs["collabzoo"].append(child("collabzoo", {**params, "steps": steps}))
             runs["comlrl"].append(child("comlrl", {**params, "epochs": epochs}))
         results["throughput"][variant] = {k: summarise(v) for k, v in runs.items()}
     if not args.skip_memory:
-        memory_tokens = 32 if args.quick else tokens
-        params = {"variant": "cc", "max_new_tokens": memory_tokens, "large": True}
+        memory = workload
+        if args.quick:
+            memory = replace(workload, max_new_tokens=min(32, workload.max_new_tokens))
+        params = {"variant": "cc", "workload": asdict(memory), "large": True}
         print("memory ...", flush=True)
         results["memory"] = {
             "CoMLRL MAAC, 3 full models": child("comlrl", {**params, "epochs": 0}),
