@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from collabzoo.algos.policies.head_scoring import rows
 from collabzoo.algos.policies.llm import LLMPolicy
 from collabzoo.algos.policies.policy import Policy
 
@@ -72,8 +73,16 @@ class Critic:
         return self.head(hidden)
 
     def values(self, prompts: Sequence[Sequence[int]]) -> torch.Tensor:
-        """V of each prompt (token ids of this critic's tokenizer), one forward pass."""
-        return self.value_of(self.backbone.prompt_states(prompts))
+        """V of each prompt (token ids of this critic's tokenizer), one forward pass over the
+        distinct ones: the K branches of an episode's first turn are one state, valued (and, in
+        the critic loss, backpropagated) once instead of K times; a repeated state's gradient
+        is the sum over its rows, as before."""
+        distinct: dict[tuple[Any, ...], int] = {}
+        index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+        if len(distinct) == len(prompts):
+            return self.value_of(self.backbone.prompt_states(prompts))
+        found = self.value_of(self.backbone.prompt_states([list(p) for p in distinct]))
+        return rows(found, torch.tensor(index, device=found.device))
 
     def parameters(self) -> list[nn.Parameter]:
         """What the critic optimizer steps: the head, plus the backbone unless it is an
