@@ -188,9 +188,14 @@ class Learner:
     def prepare_policy(self, policy: Policy) -> None:
         """Ready a policy (or a critic's backbone) for training: an LLM's chat-template options,
         and float32 master weights computed in the model's own lower precision."""
-        if self.args.chat_template_kwargs is not None and hasattr(policy, "chat_template_kwargs"):
+        if resolve_dtype(self.args.dtype) is not None:
+            policy.compute_dtype = None  # the models were turned to this dtype: compute in it
+        policy.keep_float32_masters()
+        if not isinstance(policy, LLMPolicy):
+            return  # what follows are an LLM's sampling and memory settings
+        if self.args.chat_template_kwargs is not None:
             policy.chat_template_kwargs = dict(self.args.chat_template_kwargs)
-        if getattr(policy, "keep_generation_config", False):
+        if policy.keep_generation_config:
             warnings.warn(
                 "keep_generation_config=True is switched off for training: the model's "
                 "generation_config extras (repetition penalty, min-p, ...) would make the "
@@ -198,12 +203,8 @@ class Learner:
                 stacklevel=3,
             )
             policy.keep_generation_config = False
-        if resolve_dtype(self.args.dtype) is not None:
-            policy.compute_dtype = None  # the models were turned to this dtype: compute in it
-        policy.keep_float32_masters()
-        if hasattr(policy, "generation_batch_size"):
-            policy.generation_batch_size = self.args.generation_batch_size
-        if self.args.gradient_checkpointing and hasattr(policy, "enable_gradient_checkpointing"):
+        policy.generation_batch_size = self.args.generation_batch_size
+        if self.args.gradient_checkpointing:
             policy.enable_gradient_checkpointing()
 
     def policy_name(self, policy: Policy) -> str:
