@@ -1,0 +1,364 @@
+"""A pretrained LLM team trained on the CPU: SmolLM2-135M-Instruct, every learner, real tasks.
+
+One base model with a LoRA adapter per agent (and, for the actor-critic learners, a LoRA
+adapter per separate critic on the same base: each learner's default critic), trained by
+MA-REINFORCE, MAGRPO, IAC, IPPO and CC with the same recipe: the same sampling, learning rate,
+LoRA rank and budget in environment steps (`Recipe`, chosen once on a MAGRPO pilot on TLDR and
+then frozen for every learner and task). Before training and every `every` environment steps,
+each run is evaluated on held-out prompts (the task's eval split) with the training sampling:
+the mean return and every reward component the env reports, over the episodes' last turns.
+
+Tasks: `tldr` (H = 1, dense; the env's embedded sample: 8 train posts, 4 held out, NOT the
+benchmark), `mbpp` and `coophumaneval` (H = 2 with level feedback, the reference code reward
+run in the sandbox; train split for training, eval split held out; the data files from
+`--data-dir`, by default $COLLABZOO_SHARED_DATA).
+
+    python benchmarks/learn_real_model.py [--tasks tldr] [--learners magrpo iac]
+        [--seeds 0 1 2] [--budget STEPS] [--json out.json] [--plot DIR]
+    python benchmarks/learn_real_model.py --quick         # minutes: the whole pipeline, tiny
+    python benchmarks/learn_real_model.py --from-json out.json --plot DIR   # re-plot only
+
+Each (task, learner, seed) runs in its own process with `--threads` torch threads, `--workers`
+at a time; runs go to `--work` (runs/learn_real_model), and a run whose settings match and
+whose budget reached this one's is read back instead of run again. The model is the short name
+`smollm2-135m-instruct` (pulled once with `collabzoo model pull`) or any folder (`--model`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+LEARNERS = ("mareinforce", "magrpo", "iac", "ippo", "cc")
+LABELS = {"mareinforce": "MA-REINFORCE", "magrpo": "MAGRPO", "iac": "IAC", "ippo": "IPPO"}
+LABELS["cc"] = "CC"
+COLOURS = {"mareinforce": "#1f77b4", "magrpo": "#ff7f0e", "iac": "#2ca02c", "ippo": "#d62728"}
+COLOURS["cc"] = "#9467bd"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task's env and the sizes that fit its prompts and answers."""
+
+    env: str
+    data_file: str | None
+    """The local data file under --data-dir (None: the env's own data)."""
+    max_new_tokens: int
+    max_prompt_tokens: int
+    num_turns: int
+    headline: str
+    """The published metric reported first (an env metric of the last turn)."""
+
+
+TASKS = {
+    "tldr": Task("tldr", None, 64, 512, 1, "mean_return"),
+    "mbpp": Task("mbpp", "mbpp/MBPP.json", 160, 768, 2, "passed_rate"),
+    "coophumaneval": Task(
+        "coophumaneval", "coophumaneval/CoopHumanEval.json", 160, 768, 2, "passed_rate"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What every learner shares (chosen on the MAGRPO pilot, then frozen)."""
+
+    model: str = "smollm2-135m-instruct"
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    learning_rate: float = 5e-4
+    """Every actor's and every critic's AdamW learning rate."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    budget: int = 160
+    """Environment steps per run."""
+    every: int = 40
+    """Evaluate every this many environment steps (and at 0)."""
+    eval_episodes: int = 16
+    max_new_tokens: int | None = None
+    """Over the task's own (None: the task's)."""
+    group: int = 4
+    """Samples per agent at the first turn (K of the tree learners, the actor-critic learners'
+    first-turn branches); episodes per update: 2. Both families see 8 first-turn joint
+    actions per update."""
+
+
+QUICK = Recipe(budget=8, every=8, eval_episodes=2, max_new_tokens=16, group=2)
+
+
+def learner_settings(name: str, task: Task, recipe: Recipe, seed: int, output: Path) -> dict:
+    settings: dict[str, Any] = {
+        "output_dir": str(output),
+        "seed": seed,
+        "num_turns": task.num_turns,
+        "max_new_tokens": recipe.max_new_tokens or task.max_new_tokens,
+        "temperature": recipe.temperature,
+        "top_p": recipe.top_p,
+        "top_k": None,
+        "rollout_buffer_size": 2,
+        "num_generations": recipe.group,
+        "tensorboard": False,
+        "progress": False,
+        "save_steps": 0,
+        "device": "cpu",
+    }
+    if name in ("mareinforce", "magrpo"):
+        settings["agent_learning_rate"] = recipe.learning_rate
+    else:
+        settings.update(
+            actor_learning_rate=recipe.learning_rate, critic_learning_rate=recipe.learning_rate
+        )
+    return settings
+
+
+def env_kwargs(task: Task, data_dir: str | None, split: str) -> dict[str, Any]:
+    if task.data_file is None:
+        return {"data": "sample", "split": split}
+    if not data_dir:
+        raise SystemExit(
+            f"{task.env} reads {task.data_file}: pass --data-dir (or set "
+            "COLLABZOO_SHARED_DATA) to the folder that holds it"
+        )
+    return {"data": str(Path(data_dir) / task.data_file), "split": split}
+
+
+def job_key(job: dict[str, Any]) -> dict[str, Any]:
+    """What a run's curve depends on, but for its length."""
+    recipe = {k: v for k, v in job["recipe"].items() if k != "budget"}
+    return {**{k: job[k] for k in ("task", "learner", "seed", "data_dir")}, "recipe": recipe}
+
+
+def finished(job: dict[str, Any], budget: int) -> dict[str, Any] | None:
+    """An earlier run of these settings that reached this budget, cut there; else None."""
+    try:
+        saved = json.loads((Path(job["output"]) / "result.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if saved.get("key") != json.loads(json.dumps(job_key(job))):
+        return None
+    points = [p for p in saved["points"] if p["env_steps"] <= budget]
+    if not points or points[-1]["env_steps"] < budget:
+        return None
+    return {**saved, "points": points}
+
+
+def run(job: dict[str, Any]) -> dict[str, Any]:
+    """One learner from the pretrained model: eval at 0, every `every` steps, and at the end."""
+    import torch
+
+    import collabzoo
+    from collabzoo.algos import LEARNERS as CLASSES
+    from collabzoo.algos import load_causal_lm, lora_team
+    from collabzoo.algos.policies.pretrained import resolve_model
+
+    recipe, task = Recipe(**job["recipe"]), TASKS[job["task"]]
+    earlier = finished(job, recipe.budget)
+    if earlier is not None:
+        return earlier
+    torch.set_num_threads(job["threads"])
+    torch.manual_seed(job["seed"])
+    output = Path(job["output"])
+    output.mkdir(parents=True, exist_ok=True)
+    train = env_kwargs(task, job["data_dir"], "train")
+    held_out = env_kwargs(task, job["data_dir"], "eval")
+    agents = collabzoo.make(task.env, **train).possible_agents
+    model, tokenizer = load_causal_lm(str(resolve_model(recipe.model)))
+    team = lora_team(model, tokenizer, agents, rank=recipe.lora_rank, alpha=recipe.lora_alpha)
+    for policy in team.values():
+        policy.max_prompt_tokens = task.max_prompt_tokens
+    config_class, trainer_class = CLASSES[job["learner"]]
+    settings = learner_settings(job["learner"], task, recipe, job["seed"], output)
+    trainer = trainer_class(
+        lambda: collabzoo.make(task.env, **train),
+        team,
+        config_class(**settings),
+        eval_env=lambda: collabzoo.make(task.env, **held_out),
+    )
+    points: list[dict[str, Any]] = []
+    started = time.perf_counter()
+
+    def evaluate() -> None:
+        found = trainer.evaluate(recipe.eval_episodes)
+        point = {"env_steps": trainer.rollout.env_steps, "mean_return": found["mean_return"]}
+        point.update({k[6:]: v for k, v in found.items() if k.startswith("final/")})
+        point["seconds"] = time.perf_counter() - started
+        points.append(point)
+        print(job["task"], job["learner"], job["seed"], json.dumps(point), flush=True)
+
+    try:
+        evaluate()
+        while trainer.rollout.env_steps < recipe.budget:
+            trainer.train_step()
+            if trainer.rollout.env_steps >= recipe.every * len(points):
+                evaluate()
+        if points[-1]["env_steps"] < trainer.rollout.env_steps:
+            evaluate()
+    finally:
+        trainer.close()
+    result = {
+        "key": json.loads(json.dumps(job_key(job))),
+        "task": job["task"],
+        "learner": job["learner"],
+        "seed": job["seed"],
+        "points": points,
+        "seconds": time.perf_counter() - started,
+        "updates": trainer.update,
+    }
+    (output / "result.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+# ----- reporting ------------------------------------------------------------------------------
+def spread(values: list[float]) -> str:
+    if not values:
+        return "-"
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{mean:.3f} ± {sd:.3f}"
+
+
+def table(task: str, runs: list[dict[str, Any]]) -> str:
+    """Per learner: the raw model's and the trained team's held-out metrics, mean ± sd over
+    seeds, and the wall time per run."""
+    mine = [r for r in runs if r["task"] == task]
+    metrics = sorted({k for r in mine for k in r["points"][0]} - {"env_steps", "seconds"})
+    head = TASKS[task].headline
+    metrics.sort(key=lambda m: (m != head, m != "mean_return", m))
+    lines = [
+        f"| {task} | seeds | " + " | ".join(metrics) + " | minutes |",
+        "|---|---|" + "---|" * (len(metrics) + 1),
+    ]
+    first = [r["points"][0] for r in mine]
+    lines.append(
+        "| raw model (update 0) | "
+        + f"{len(first)} | "
+        + " | ".join(spread([p[m] for p in first if m in p]) for m in metrics)
+        + " | - |"
+    )
+    for learner in LEARNERS:
+        done = [r for r in mine if r["learner"] == learner]
+        if not done:
+            continue
+        last = [r["points"][-1] for r in done]
+        minutes = statistics.fmean(r["seconds"] for r in done) / 60
+        lines.append(
+            f"| {LABELS[learner]} | {len(done)} | "
+            + " | ".join(spread([p[m] for p in last if m in p]) for m in metrics)
+            + f" | {minutes:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(task: str, runs: list[dict[str, Any]], folder: str) -> str:
+    """The held-out mean return against environment steps: a thin line per seed, the mean
+    over seeds thick, one colour per learner."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6.4, 4.0))
+    for learner in LEARNERS:
+        done = [r for r in runs if r["task"] == task and r["learner"] == learner]
+        if not done:
+            continue
+        for r in done:
+            xs = [p["env_steps"] for p in r["points"]]
+            axis.plot(
+                xs,
+                [p["mean_return"] for p in r["points"]],
+                color=COLOURS[learner],
+                alpha=0.3,
+                linewidth=0.8,
+            )
+        length = min(len(r["points"]) for r in done)
+        xs = [done[0]["points"][i]["env_steps"] for i in range(length)]
+        mean = [
+            statistics.fmean(r["points"][i]["mean_return"] for r in done) for i in range(length)
+        ]
+        axis.plot(xs, mean, color=COLOURS[learner], linewidth=2, label=LABELS[learner])
+    axis.set_xlabel("environment steps")
+    axis.set_ylabel("held-out mean return")
+    axis.set_title(f"SmolLM2-135M-Instruct LoRA team on {task}")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    path = str(Path(folder) / f"learn_real_model_{task}.png")
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=["tldr"], choices=sorted(TASKS))
+    parser.add_argument("--learners", nargs="+", default=list(LEARNERS), choices=LEARNERS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--budget", type=int, help="environment steps per run")
+    parser.add_argument("--every", type=int, help="evaluate every this many environment steps")
+    parser.add_argument("--learning-rate", type=float)
+    parser.add_argument("--model", help="a model folder or short name")
+    parser.add_argument("--data-dir", default=os.environ.get("COLLABZOO_SHARED_DATA"))
+    parser.add_argument("--work", default="runs/learn_real_model")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json")
+    parser.add_argument("--plot")
+    parser.add_argument("--from-json", nargs="+")
+    args = parser.parse_args(argv)
+    if args.from_json:
+        runs = [r for path in args.from_json for r in json.loads(Path(path).read_text())["runs"]]
+    else:
+        recipe = QUICK if args.quick else Recipe()
+        changes = {
+            "budget": args.budget,
+            "every": args.every,
+            "learning_rate": args.learning_rate,
+            "model": args.model,
+        }
+        recipe = replace(recipe, **{k: v for k, v in changes.items() if v is not None})
+        jobs = [
+            {
+                "task": task,
+                "learner": learner,
+                "seed": seed,
+                "recipe": asdict(recipe),
+                "data_dir": args.data_dir if TASKS[task].data_file else None,
+                "threads": args.threads,
+                "output": str(Path(args.work) / task / f"{learner}-seed{seed}"),
+            }
+            for task in args.tasks
+            for learner in args.learners
+            for seed in args.seeds
+        ]
+        started = time.perf_counter()
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
+            runs = list(pool.map(run, jobs))
+        print(f"{len(runs)} runs in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+        if args.json:
+            report = {
+                "recipe": asdict(recipe),
+                "machine": os.uname().machine,
+                "runs": runs,
+                "date": time.strftime("%Y-%m-%d"),
+                "cpus": os.cpu_count(),
+            }
+            Path(args.json).write_text(json.dumps(report, indent=1))
+    for task in sorted({r["task"] for r in runs}):
+        print(table(task, runs))
+        if args.plot:
+            print("plot:", plot(task, runs, args.plot))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
