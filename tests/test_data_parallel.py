@@ -22,12 +22,14 @@ torch = require_module("torch", "train")
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "data_parallel_run.py"
-TOLERANCE = 1e-4
+TOLERANCE = {"magrpo": 1e-4, "ippo": 5e-4}
 """float32 weights after 3 updates at learning rate 1e-2. The gradients are the same sums in
 another order (each rank's half, then an all-reduce), about 1e-7 apart; AdamW divides each entry
-by its own running scale, so an entry whose gradient is near zero can turn that into up to
-1.3e-5 of movement (measured, IPPO's six steps). 1e-4 is 1% of one step; the sharded and the
-unsharded runs end more than 10x that apart."""
+by its own running scale, so an entry whose gradient is near zero can turn that into far more
+movement. Measured: MAGRPO's runs end equal; IPPO's critic values each distinct state once, so
+the ranks and the one process batch different sets of states, and one of the 32 entries of a
+critic's head ended 1.2e-4 apart (1.3e-5 before, when every row was valued). 5e-4 is 5% of one
+step; the sharded and the unsharded runs end 0.05-0.11 apart, more than 100x either bound."""
 
 
 def free_port() -> int:
@@ -62,9 +64,10 @@ def test_two_gloo_ranks_equal_one_process_with_the_same_shards(
     moved = 0.0
     for name, weights in ranks["state"].items():
         for key, value in weights.items():
-            torch.testing.assert_close(value, one["state"][name][key], rtol=0, atol=TOLERANCE)
+            expected = one["state"][name][key]
+            torch.testing.assert_close(value, expected, rtol=0, atol=TOLERANCE[learner])
             moved = max(moved, (value - plain["state"][name][key]).abs().max().item())
-    assert moved > 10 * TOLERANCE, "sharded sampling differs from unsharded: a real check"
+    assert moved > 100 * TOLERANCE[learner], "sharded sampling differs from unsharded: a real check"
     # rank 0 alone logged: one line per update, with both ranks' episodes counted
     lines = (tmp_path / "ranks" / "metrics.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
