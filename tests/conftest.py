@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +23,20 @@ from collabzoo.sandbox.pool import PooledSandbox
 from collabzoo.sandbox.probe import isolation_proven
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def benchmark_module(name: str, registered: str | None = None) -> types.ModuleType:
+    """`benchmarks/<name>.py` (not a package), imported under `registered` (default `name`) in
+    `sys.modules`: its worker processes unpickle its functions, and its dataclasses look their
+    module up, by that name."""
+    spec = importlib.util.spec_from_file_location(
+        registered or name, REPOSITORY / "benchmarks" / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
 collect_ignore = [] if VLLM_INSTALLED else ["vllm"]

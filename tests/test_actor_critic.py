@@ -4,11 +4,9 @@ trains, resume is exact (critics and their optimizers included), and any Paralle
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import math
 import statistics
-import sys
 
 import pytest
 
@@ -30,7 +28,7 @@ from collabzoo.algos import (  # noqa: E402
     tiny_causal_lm,
 )
 from collabzoo.algos.rollout.tree import expanded_nodes  # noqa: E402
-from tests.conftest import REPOSITORY  # noqa: E402
+from tests.conftest import benchmark_module  # noqa: E402
 from tests.test_learners import (  # noqa: E402
     LEARNED,
     LEARNING_SEEDS,
@@ -372,13 +370,8 @@ def test_actor_critic_learners_update_on_a_third_party_env(
 
 # ----- the long-horizon comparison ----------------------------------------------------------------
 def long_horizon_benchmark():
-    """`benchmarks/long_horizon.py` (not a package): the runner this test shares with it."""
-    path = REPOSITORY / "benchmarks" / "long_horizon.py"
-    spec = importlib.util.spec_from_file_location("long_horizon", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["long_horizon"] = module  # its runs are pickled to child processes by name
-    spec.loader.exec_module(module)
-    return module
+    """`benchmarks/long_horizon.py`: the runner this test shares with it."""
+    return benchmark_module("long_horizon")
 
 
 def test_long_horizon_sparse_comparison_at_equal_environment_steps(capsys) -> None:

@@ -8,9 +8,7 @@ against the straightforward computation, on the benchmark's messy answers and on
 from __future__ import annotations
 
 import copy
-import importlib.util
 import random
-import sys
 
 import numpy as np
 import pytest
@@ -31,19 +29,14 @@ from collabzoo.rewards.commands import (
     command_text,
     commands_under_cap,
 )
-from tests.conftest import REPOSITORY
+from tests.conftest import benchmark_module
 
 AIR = "air"
 
 
 def env_steps_benchmark():
     """`benchmarks/env_steps.py` (not a package): its messy answers are the inputs here."""
-    path = REPOSITORY / "benchmarks" / "env_steps.py"
-    spec = importlib.util.spec_from_file_location("env_steps_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("env_steps", "env_steps_benchmark")
 
 
 # ----- plain statements of the rules -----------------------------------------------------------

@@ -4,14 +4,12 @@ exists for at CI size: reinforcement from the warm start raises StrBuild's IoU."
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPOSITORY
+from tests.conftest import benchmark_module
 from tests.optional import require_module
 
 require_module("torch", "train")
@@ -33,12 +31,7 @@ words I and L) must add to the warm start's last-turn IoU on every seed. Measure
 
 
 def benchmark():
-    path = REPOSITORY / "benchmarks" / "learn_building.py"
-    spec = importlib.util.spec_from_file_location("learn_building", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["learn_building"] = module  # its worker processes find `run` by this name
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("learn_building")
 
 
 @pytest.fixture(scope="module")

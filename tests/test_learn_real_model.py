@@ -4,12 +4,10 @@ tree learner and an actor-critic learner, and a rerun reads the finished runs ba
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
-from tests.conftest import REPOSITORY
+from tests.conftest import benchmark_module
 from tests.optional import require_module
 
 require_module("torch", "train")
@@ -18,12 +16,7 @@ require_module("matplotlib", "train")
 
 
 def benchmark():
-    path = REPOSITORY / "benchmarks" / "learn_real_model.py"
-    spec = importlib.util.spec_from_file_location("learn_real_model", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["learn_real_model"] = module  # its worker processes find `run` by this name
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("learn_real_model")
 
 
 def test_the_quick_pipeline_trains_evaluates_and_reads_back(smollm2: Path, tmp_path) -> None:

@@ -4,7 +4,6 @@ run (cosmic-ray, every operator over whole modules) is benchmarks/mutation.py.""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPOSITORY = Path(__file__).resolve().parents[1]
+from tests.conftest import REPOSITORY, benchmark_module
 
 # (module, the original text, the mutant's text, the tests that must fail)
 SAMPLE = {
@@ -68,13 +67,7 @@ SAMPLE = {
 
 
 def _copy_checkout():
-    spec = importlib.util.spec_from_file_location(
-        "collabzoo_mutation_benchmark", REPOSITORY / "benchmarks" / "mutation.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module.copy_checkout
+    return benchmark_module("mutation", "collabzoo_mutation_benchmark").copy_checkout
 
 
 @pytest.mark.parametrize("name", list(SAMPLE))
