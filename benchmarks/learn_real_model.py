@@ -130,6 +130,27 @@ def env_kwargs(task: Task, data_dir: str | None, split: str) -> dict[str, Any]:
     return {"data": str(Path(data_dir) / task.data_file), "split": split}
 
 
+def make_job(
+    task: str,
+    learner: str,
+    seed: int,
+    recipe: Recipe,
+    data_dir: str | None,
+    threads: int,
+    work: str | Path,
+) -> dict[str, Any]:
+    """One run's settings (plain data: it goes to a worker process), saved under `work`."""
+    return {
+        "task": task,
+        "learner": learner,
+        "seed": seed,
+        "recipe": asdict(recipe),
+        "data_dir": data_dir if TASKS[task].data_file else None,
+        "threads": threads,
+        "output": str(Path(work) / task / f"{learner}-seed{seed}"),
+    }
+
+
 def job_key(job: dict[str, Any]) -> dict[str, Any]:
     """What a run's curve depends on, but for its length."""
     recipe = {k: v for k, v in job["recipe"].items() if k != "budget"}
@@ -327,15 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         recipe = replace(recipe, **{k: v for k, v in changes.items() if v is not None})
         jobs = [
-            {
-                "task": task,
-                "learner": learner,
-                "seed": seed,
-                "recipe": asdict(recipe),
-                "data_dir": args.data_dir if TASKS[task].data_file else None,
-                "threads": args.threads,
-                "output": str(Path(args.work) / task / f"{learner}-seed{seed}"),
-            }
+            make_job(task, learner, seed, recipe, args.data_dir, args.threads, args.work)
             for task in args.tasks
             for learner in args.learners
             for seed in args.seeds
