@@ -1,0 +1,121 @@
+"""Where one update's time goes: a `torch.profiler` summary of a learner's update on a real model.
+
+Builds the team `benchmarks/learn_real_model.py` trains (one base model, a LoRA adapter per
+agent and per separate critic), runs `--warmup` updates, then profiles one update and splits its
+wall time by the ranges the learners mark: rollout (of which generation), scoring (the
+log-probabilities and values the loss needs), backward and the optimizer step; what is left is
+the environment, the reward and the bookkeeping. The top operators by self time follow.
+
+    python benchmarks/profile_update.py [--learner magrpo] [--env tldr] [--threads 2]
+        [--model smollm2-135m-instruct] [--trace trace.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import collabzoo
+from collabzoo.algos import LEARNERS, load_causal_lm, lora_team
+from collabzoo.algos.policies.pretrained import resolve_model
+
+RANGES = {
+    "collabzoo.rollout": "rollout (generation, env, reward)",
+    "collabzoo.generate": "  of which generation",
+    "collabzoo.score": "scoring (log-probs, values)",
+    "collabzoo.backward": "backward",
+    "collabzoo.optimizer_step": "optimizer step",
+}
+
+
+def build(args: argparse.Namespace) -> Any:
+    """The trainer of `args.learner` for a LoRA team of the model on `args.env`."""
+    agents = collabzoo.make(args.env).possible_agents
+    model, tokenizer = load_causal_lm(str(resolve_model(args.model)))
+    team = lora_team(model, tokenizer, agents, rank=8, alpha=16)
+    settings: dict[str, Any] = {
+        "output_dir": args.output,
+        "num_turns": 1,
+        "max_new_tokens": args.max_new_tokens,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": None,
+        "rollout_buffer_size": 2,
+        "num_generations": args.group,
+        "tensorboard": False,
+        "progress": False,
+        "save_steps": 0,
+        "device": args.device,
+    }
+    config_class, trainer_class = LEARNERS[args.learner]
+    return trainer_class(lambda: collabzoo.make(args.env), team, config_class(**settings))
+
+
+def summary(events: Any, wall: float) -> list[dict[str, Any]]:
+    """Each marked range's total wall time in the profiled update, and its share."""
+    totals = {name: 0.0 for name in RANGES}
+    for event in events:
+        if event.key in totals:
+            totals[event.key] += event.cpu_time_total / 1e6
+    marked = sum(v for k, v in totals.items() if k != "collabzoo.generate")
+    rows = [{"range": RANGES[k], "seconds": v, "share": v / wall} for k, v in totals.items()]
+    rows.append({"range": "other (outside the ranges)", "seconds": wall - marked})
+    rows[-1]["share"] = rows[-1]["seconds"] / wall
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--learner", default="magrpo", choices=sorted(LEARNERS))
+    parser.add_argument("--env", default="tldr")
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--group", type=int, default=4)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--top", type=int, default=12, help="operators listed by self time")
+    parser.add_argument("--output", default="runs/profile_update")
+    parser.add_argument("--trace", help="also write a Chrome trace here")
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    trainer = build(args)
+    try:
+        for _ in range(args.warmup):
+            trainer.train_step()
+        activities = [ProfilerActivity.CPU]
+        if args.device.startswith("cuda"):
+            activities.append(ProfilerActivity.CUDA)
+        with profile(activities=activities) as profiler:
+            started = time.perf_counter()
+            metrics = trainer.train_step()
+            wall = time.perf_counter() - started
+    finally:
+        trainer.close()
+    events = profiler.key_averages()
+    rows = summary(events, wall)
+    print(f"{args.learner} on {args.env}, {args.model}, {args.threads} threads: one update")
+    print(f"{wall:.1f} s, {metrics['joint_samples_per_s']:.3f} joint samples/s")
+    print("| part | seconds | share |\n|---|---:|---:|")
+    for row in rows:
+        print(f"| {row['range']} | {row['seconds']:.1f} | {row['share']:.0%} |")
+    print(events.table(sort_by="self_cpu_time_total", row_limit=args.top))
+    if args.trace:
+        profiler.export_chrome_trace(args.trace)
+    if args.json:
+        report = {"learner": args.learner, "env": args.env, "model": args.model}
+        report.update(threads=args.threads, seconds=wall, parts=rows)
+        with open(args.json, "w") as handle:
+            json.dump(report, handle, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
