@@ -1,10 +1,14 @@
 """Decoding a real model on the CPU: transformers' `generate` with its default (dynamic) cache,
 with a static cache, and with a static cache under `torch.compile`, at each thread count, side by
-side in alternating rounds, beside the machine's limit.
+side in alternating rounds, beside the machine's limits.
 
-The limit: a decode step reads every weight once whatever the batch (the rows share them), so
-tokens/s can not pass rows x (memory bandwidth / bytes of weights). The bandwidth is measured
-here, with a large tensor copy at the same thread count.
+Each mode runs twice per round: one new token (the prefill) and `--new-tokens`; the decode rate
+is the extra tokens over the extra time. Two limits bound it. Memory: a decode step reads every
+weight once whatever the batch (the rows share them), so tokens/s can not pass rows x (memory
+bandwidth / bytes of weights). Compute: each token costs two flops per weight it multiplies
+(every weight but the input embedding's lookup; a tied embedding is the output layer's matrix),
+so tokens/s can not pass the machine's matmul rate / (2 x those weights). Both are measured here
+at the same thread count: a large tensor copy, and a matmul of the rows by one MLP matrix.
 
 Workload: one update's rollout of `benchmarks/learn_real_model.py` on TLDR, 16 rows (2 posts x
 K = 4 x 2 agents) of a real TLDR prompt in the chat template, `--new-tokens` new tokens per row at
@@ -42,6 +46,28 @@ def bandwidth(threads: int, megabytes: int = 1024) -> float:
         target.copy_(source)
         best = min(best, time.perf_counter() - started)
     return 2 * source.numel() * 4 / best
+
+
+def matmul_rate(threads: int, rows: int, inner: int, outer: int) -> float:
+    """Flops per second of [rows, inner] x [inner, outer] (a decode step's MLP matmul), best of
+    twenty."""
+    torch.set_num_threads(threads)
+    left, right = torch.randn(rows, inner), torch.randn(inner, outer)
+    best = float("inf")
+    for _ in range(20):
+        started = time.perf_counter()
+        torch.mm(left, right)
+        best = min(best, time.perf_counter() - started)
+    return 2 * rows * inner * outer / best
+
+
+def multiplied_weights(model: Any) -> int:
+    """Weights a token multiplies: all but the input embedding, unless it is tied to the output
+    layer (then it is the output layer's matrix)."""
+    total = sum(p.numel() for p in model.parameters())
+    embedding = model.get_input_embeddings().weight
+    tied = embedding is model.get_output_embeddings().weight
+    return total if tied else total - embedding.numel()
 
 
 def prompt_ids(tokenizer: Any, rows: int) -> torch.Tensor:
@@ -92,53 +118,75 @@ def main(argv: list[str] | None = None) -> int:
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     input_ids = prompt_ids(tokenizer, args.rows)
     attention = torch.ones_like(input_ids)
+    config = model.config
+    flops_per_token = 2 * multiplied_weights(model)
     results: list[dict[str, Any]] = []
+
+    def timed(mode: str, threads: int, new_tokens: int) -> float:
+        torch.set_num_threads(threads)
+        torch.manual_seed(0)
+        started = time.perf_counter()
+        with torch.no_grad():
+            output = model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                pad_token_id=tokenizer.pad_token_id,
+                **options(mode, new_tokens),
+            )
+        seconds = time.perf_counter() - started
+        assert output.shape[1] - input_ids.shape[1] == new_tokens, output.shape
+        return seconds
+
     for threads in args.threads:
-        limit = args.rows * bandwidth(threads) / weight_bytes
-        best = dict.fromkeys(args.modes, float("inf"))
+        memory_limit = args.rows * bandwidth(threads) / weight_bytes
+        rate = matmul_rate(threads, args.rows, config.hidden_size, config.intermediate_size)
+        compute_limit = rate / flops_per_token
+        prefill = dict.fromkeys(args.modes, float("inf"))
+        whole = dict.fromkeys(args.modes, float("inf"))
         first: dict[str, float] = {}
         for _ in range(args.rounds):
             for mode in args.modes:
-                torch.set_num_threads(threads)
-                torch.manual_seed(0)
-                started = time.perf_counter()
-                with torch.no_grad():
-                    output = model.generate(
-                        input_ids=input_ids,
-                        attention_mask=attention,
-                        pad_token_id=tokenizer.pad_token_id,
-                        **options(mode, args.new_tokens),
-                    )
-                seconds = time.perf_counter() - started
-                assert output.shape[1] - input_ids.shape[1] == args.new_tokens, output.shape
-                first.setdefault(mode, seconds)
-                best[mode] = min(best[mode], seconds)
+                if mode not in first:  # the compiled mode compiles here
+                    first[mode] = timed(mode, threads, args.new_tokens)
+                prefill[mode] = min(prefill[mode], timed(mode, threads, 1))
+                whole[mode] = min(whole[mode], timed(mode, threads, args.new_tokens))
         for mode in args.modes:
-            rate = args.rows * args.new_tokens / best[mode]
+            extra = args.rows * (args.new_tokens - 1)
             results.append(
                 {
                     "threads": threads,
                     "mode": mode,
-                    "tokens_per_s": rate,
+                    "prefill_s": prefill[mode],
+                    "decode_tokens_per_s": extra / max(whole[mode] - prefill[mode], 1e-9),
+                    "tokens_per_s": args.rows * args.new_tokens / whole[mode],
                     "first_call_s": first[mode],
-                    "limit_tokens_per_s": limit,
+                    "memory_limit_tokens_per_s": memory_limit,
+                    "compute_limit_tokens_per_s": compute_limit,
+                    "matmul_gflops": rate / 1e9,
                 }
             )
     print(
         f"{args.model}: {weight_bytes / 1e6:.0f} MB of weights, {args.rows} rows x "
         f"{args.new_tokens} new tokens after {input_ids.shape[1]}-token prompts"
     )
-    print("| threads | cache | tokens/s | first call (s) | limit tokens/s | of the limit |")
-    print("|---:|---|---:|---:|---:|---:|")
+    print(
+        "| threads | cache | prefill (s) | decode tokens/s | overall tokens/s | first call (s) "
+        "| memory limit | compute limit | decode of the lower limit |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        share = r["tokens_per_s"] / r["limit_tokens_per_s"]
+        limit = min(r["memory_limit_tokens_per_s"], r["compute_limit_tokens_per_s"])
         print(
-            f"| {r['threads']} | {r['mode']} | {r['tokens_per_s']:.1f} | {r['first_call_s']:.1f}"
-            f" | {r['limit_tokens_per_s']:.0f} | {share:.0%} |"
+            f"| {r['threads']} | {r['mode']} | {r['prefill_s']:.1f} "
+            f"| {r['decode_tokens_per_s']:.1f} | {r['tokens_per_s']:.1f} "
+            f"| {r['first_call_s']:.1f} | {r['memory_limit_tokens_per_s']:.0f} "
+            f"| {r['compute_limit_tokens_per_s']:.0f} ({r['matmul_gflops']:.0f} GFLOP/s) "
+            f"| {r['decode_tokens_per_s'] / limit:.0%} |"
         )
     if args.json:
         report = {"model": args.model, "rows": args.rows, "new_tokens": args.new_tokens}
         report.update(prompt_tokens=input_ids.shape[1], weight_bytes=weight_bytes, runs=results)
+        report["flops_per_token"] = flops_per_token
         with open(args.json, "w") as handle:
             json.dump(report, handle, indent=1)
     return 0

@@ -3,8 +3,13 @@
 Builds the team `benchmarks/learn_real_model.py` trains (one base model, a LoRA adapter per
 agent and per separate critic), runs `--warmup` updates, then profiles one update and splits its
 wall time by the ranges the learners mark: rollout (of which generation), scoring (the
-log-probabilities and values the loss needs), backward and the optimizer step; what is left is
-the environment, the reward and the bookkeeping. The top operators by self time follow.
+log-probabilities the loss needs), separate critics' values, backward and the optimizer step;
+what is left is the environment, the reward and the bookkeeping. The top operators by self
+time follow.
+
+The profiler keeps an event per operator call, and turning them into a summary takes memory:
+one MAGRPO update at the benchmark recipe's size (64 new tokens, K = 4) passed 13 GB after the
+profiler stopped on the real model. The defaults are therefore 32 new tokens and K = 2.
 
     python benchmarks/profile_update.py [--learner magrpo] [--env tldr] [--threads 2]
         [--model smollm2-135m-instruct] [--trace trace.json]
@@ -27,7 +32,8 @@ from collabzoo.algos.policies.pretrained import resolve_model
 RANGES = {
     "collabzoo.rollout": "rollout (generation, env, reward)",
     "collabzoo.generate": "  of which generation",
-    "collabzoo.score": "scoring (log-probs, values)",
+    "collabzoo.score": "scoring (log-probs, value heads on actors)",
+    "collabzoo.values": "separate critics' values (forward)",
     "collabzoo.backward": "backward",
     "collabzoo.optimizer_step": "optimizer step",
 }
@@ -74,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learner", default="magrpo", choices=sorted(LEARNERS))
     parser.add_argument("--env", default="tldr")
     parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--group", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--group", type=int, default=2)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--warmup", type=int, default=1)

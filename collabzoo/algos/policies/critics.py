@@ -79,10 +79,11 @@ class Critic:
         is the sum over its rows, as before."""
         distinct: dict[tuple[Any, ...], int] = {}
         index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
-        if len(distinct) == len(prompts):
-            return self.value_of(self.backbone.prompt_states(prompts))
-        found = self.value_of(self.backbone.prompt_states([list(p) for p in distinct]))
-        return rows(found, torch.tensor(index, device=found.device))
+        with torch.profiler.record_function("collabzoo.values"):
+            if len(distinct) == len(prompts):
+                return self.value_of(self.backbone.prompt_states(prompts))
+            found = self.value_of(self.backbone.prompt_states([list(p) for p in distinct]))
+            return rows(found, torch.tensor(index, device=found.device))
 
     def parameters(self) -> list[nn.Parameter]:
         """What the critic optimizer steps: the head, plus the backbone unless it is an
