@@ -248,7 +248,8 @@ def spread(values: list[float]) -> str:
 
 def table(task: str, runs: list[dict[str, Any]]) -> str:
     """Per learner: the raw model's and the trained team's held-out metrics, mean ± sd over
-    seeds, and the wall time per run."""
+    seeds, and the wall time per run. Every learner starts from the same untrained team on the
+    same seeded evaluation, so the raw model's row has one entry per seed."""
     mine = [r for r in runs if r["task"] == task]
     metrics = sorted({k for r in mine for k in r["points"][0]} - {"env_steps", "seconds"})
     head = TASKS[task].headline
@@ -257,7 +258,7 @@ def table(task: str, runs: list[dict[str, Any]]) -> str:
         f"| {task} | seeds | " + " | ".join(metrics) + " | minutes |",
         "|---|---|" + "---|" * (len(metrics) + 1),
     ]
-    first = [r["points"][0] for r in mine]
+    first = list({r["seed"]: r["points"][0] for r in mine}.values())  # one untrained team a seed
     lines.append(
         "| raw model (update 0) | "
         + f"{len(first)} | "
