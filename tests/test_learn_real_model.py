@@ -50,7 +50,8 @@ LEARNED_GAIN = 0.1
 """What MAGRPO must add, averaged over LEARNING_SEEDS, to the untrained LoRA team's held-out
 TLDR return (max 3) after 48 environment steps (6 updates) of the benchmark's recipe with 32
 new tokens. Measured over seeds 0-3 (16 held-out episodes each, one thread, about 5.5 min a
-seed on a loaded 2-core machine):
+seed on a loaded 2-core machine; the test's two seeds take about 7 min at two threads on an
+idle one):
 
     seed   untrained   after 48 steps   gain
     0      0.757       0.949            +0.19
