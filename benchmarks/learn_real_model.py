@@ -171,21 +171,15 @@ def finished(job: dict[str, Any], budget: int) -> dict[str, Any] | None:
     return {**saved, "points": points}
 
 
-def run(job: dict[str, Any]) -> dict[str, Any]:
-    """One learner from the pretrained model: eval at 0, every `every` steps, and at the end."""
-    import torch
-
+def build_trainer(job: dict[str, Any]) -> Any:
+    """`job`'s learner on a LoRA team of the recipe's model, trained on its task's train split
+    and evaluated on the eval split (also what `benchmarks/profile_update.py` profiles)."""
     import collabzoo
     from collabzoo.algos import LEARNERS as CLASSES
     from collabzoo.algos import load_causal_lm, lora_team
     from collabzoo.algos.policies.pretrained import resolve_model
 
     recipe, task = Recipe(**job["recipe"]), TASKS[job["task"]]
-    earlier = finished(job, recipe.budget)
-    if earlier is not None:
-        return earlier
-    torch.set_num_threads(job["threads"])
-    torch.manual_seed(job["seed"])
     output = Path(job["output"])
     output.mkdir(parents=True, exist_ok=True)
     train = env_kwargs(task, job["data_dir"], "train")
@@ -197,12 +191,26 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         policy.max_prompt_tokens = task.max_prompt_tokens
     config_class, trainer_class = CLASSES[job["learner"]]
     settings = learner_settings(job["learner"], task, recipe, job["seed"], output)
-    trainer = trainer_class(
+    return trainer_class(
         lambda: collabzoo.make(task.env, **train),
         team,
         config_class(**settings),
         eval_env=lambda: collabzoo.make(task.env, **held_out),
     )
+
+
+def run(job: dict[str, Any]) -> dict[str, Any]:
+    """One learner from the pretrained model: eval at 0, every `every` steps, and at the end."""
+    import torch
+
+    recipe = Recipe(**job["recipe"])
+    earlier = finished(job, recipe.budget)
+    if earlier is not None:
+        return earlier
+    torch.set_num_threads(job["threads"])
+    torch.manual_seed(job["seed"])
+    trainer = build_trainer(job)
+    output = Path(job["output"])
     points: list[dict[str, Any]] = []
     started = time.perf_counter()
 

@@ -1,33 +1,31 @@
 """Where one update's time goes: a `torch.profiler` summary of a learner's update on a real model.
 
-Builds the team `benchmarks/learn_real_model.py` trains (one base model, a LoRA adapter per
-agent and per separate critic), runs `--warmup` updates, then profiles one update and splits its
-wall time by the ranges the learners mark: rollout (of which generation), scoring (the
-log-probabilities the loss needs), separate critics' values, backward and the optimizer step;
-what is left is the environment, the reward and the bookkeeping. The top operators by self
-time follow.
+Builds the trainer `benchmarks/learn_real_model.py` runs (its recipe: one base model, a LoRA
+adapter per agent and per separate critic), runs `--warmup` updates, then profiles one update
+and splits its wall time by the ranges the learners mark: rollout (of which generation),
+scoring (the log-probabilities the loss needs), separate critics' values, backward and the
+optimizer step; what is left is the environment, the reward and the bookkeeping. The top
+operators by self time follow.
 
 The profiler keeps an event per operator call, and turning them into a summary takes memory:
 one MAGRPO update at the benchmark recipe's size (64 new tokens, K = 4) passed 13 GB after the
 profiler stopped on the real model. The defaults are therefore 32 new tokens and K = 2.
 
-    python benchmarks/profile_update.py [--learner magrpo] [--env tldr] [--threads 2]
-        [--model smollm2-135m-instruct] [--trace trace.json]
+    python benchmarks/profile_update.py [--learner magrpo] [--task tldr] [--threads 2]
+        [--model smollm2-135m-instruct] [--data-dir DIR] [--trace trace.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
 import torch
+from learn_real_model import LEARNERS, TASKS, Recipe, build_trainer, make_job
 from torch.profiler import ProfilerActivity, profile
-
-import collabzoo
-from collabzoo.algos import LEARNERS, load_causal_lm, lora_team
-from collabzoo.algos.policies.pretrained import resolve_model
 
 RANGES = {
     "collabzoo.rollout": "rollout (generation, env, reward)",
@@ -37,29 +35,6 @@ RANGES = {
     "collabzoo.backward": "backward",
     "collabzoo.optimizer_step": "optimizer step",
 }
-
-
-def build(args: argparse.Namespace) -> Any:
-    """The trainer of `args.learner` for a LoRA team of the model on `args.env`."""
-    agents = collabzoo.make(args.env).possible_agents
-    model, tokenizer = load_causal_lm(str(resolve_model(args.model)))
-    team = lora_team(model, tokenizer, agents, rank=8, alpha=16)
-    settings: dict[str, Any] = {
-        "output_dir": args.output,
-        "num_turns": 1,
-        "max_new_tokens": args.max_new_tokens,
-        "temperature": 1.0,
-        "top_p": 1.0,
-        "top_k": None,
-        "rollout_buffer_size": 2,
-        "num_generations": args.group,
-        "tensorboard": False,
-        "progress": False,
-        "save_steps": 0,
-        "device": args.device,
-    }
-    config_class, trainer_class = LEARNERS[args.learner]
-    return trainer_class(lambda: collabzoo.make(args.env), team, config_class(**settings))
 
 
 def summary(events: Any, wall: float) -> list[dict[str, Any]]:
@@ -77,12 +52,12 @@ def summary(events: Any, wall: float) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--learner", default="magrpo", choices=sorted(LEARNERS))
-    parser.add_argument("--env", default="tldr")
-    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--learner", default="magrpo", choices=LEARNERS)
+    parser.add_argument("--task", default="tldr", choices=sorted(TASKS))
+    parser.add_argument("--model", default=Recipe.model)
+    parser.add_argument("--data-dir", default=os.environ.get("COLLABZOO_SHARED_DATA"))
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--group", type=int, default=2)
-    parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--top", type=int, default=12, help="operators listed by self time")
@@ -92,14 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    trainer = build(args)
+    recipe = Recipe(model=args.model, max_new_tokens=args.max_new_tokens, group=args.group)
+    job = make_job(args.task, args.learner, 0, recipe, args.data_dir, args.threads, args.output)
+    trainer = build_trainer(job)
     try:
         for _ in range(args.warmup):
             trainer.train_step()
-        activities = [ProfilerActivity.CPU]
-        if args.device.startswith("cuda"):
-            activities.append(ProfilerActivity.CUDA)
-        with profile(activities=activities) as profiler:
+        with profile(activities=[ProfilerActivity.CPU]) as profiler:
             started = time.perf_counter()
             metrics = trainer.train_step()
             wall = time.perf_counter() - started
@@ -107,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         trainer.close()
     events = profiler.key_averages()
     rows = summary(events, wall)
-    print(f"{args.learner} on {args.env}, {args.model}, {args.threads} threads: one update")
+    print(f"{args.learner} on {args.task}, {args.model}, {args.threads} threads: one update")
     print(f"{wall:.1f} s, {metrics['joint_samples_per_s']:.3f} joint samples/s")
     print("| part | seconds | share |\n|---|---:|---:|")
     for row in rows:
@@ -116,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.trace:
         profiler.export_chrome_trace(args.trace)
     if args.json:
-        report = {"learner": args.learner, "env": args.env, "model": args.model}
+        report = {"learner": args.learner, "task": args.task, "model": args.model}
         report.update(threads=args.threads, seconds=wall, parts=rows)
         with open(args.json, "w") as handle:
             json.dump(report, handle, indent=1)
