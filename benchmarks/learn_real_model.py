@@ -66,9 +66,25 @@ class Task:
 
 TASKS = {
     "tldr": Task("tldr", None, 64, 512, 1, "mean_return"),
-    "mbpp": Task("mbpp", "mbpp/MBPP.json", 160, 768, 2, "pass", 4, True),
+    "mbpp": Task(
+        "mbpp",
+        "mbpp/MBPP.json",
+        160,
+        768,
+        2,
+        "pass",
+        logprob_batch_size=4,
+        gradient_checkpointing=True,
+    ),
     "coophumaneval": Task(
-        "coophumaneval", "coophumaneval/CoopHumanEval.json", 160, 768, 2, "pass", 4, True
+        "coophumaneval",
+        "coophumaneval/CoopHumanEval.json",
+        160,
+        768,
+        2,
+        "pass",
+        logprob_batch_size=4,
+        gradient_checkpointing=True,
     ),
 }
 
