@@ -22,9 +22,10 @@ separate models right after collabzoo's, one process each, and the table gives t
 
 With `--generation hf,vllm` (the `vllm` extra installed), collabzoo's runs are made twice: with
 transformers' `generate` and with colocated vLLM engines (`generation_backend="vllm"`, weights
-synced after every step), and the table gives the ratio. `--vllm-kwargs JSON` passes engine
-settings (e.g. '{"gpu_memory_utilization": 0.4}'); the peak memory of a vLLM run includes the
-engines' reserved KV cache.
+synced after every step), and the table gives the ratio; `hf-compiled` in the list adds runs
+with a static cache and a compiled decode step (`generation_backend="hf-compiled"`).
+`--vllm-kwargs JSON` passes engine settings (e.g. '{"gpu_memory_utilization": 0.4}'); the peak
+memory of a vLLM run includes the engines' reserved KV cache.
 
 On a machine without CUDA, `--device cpu --shape qwen2.5-0.5b --steps 1` proves the real-shape
 path end to end (a test runs it with a smaller workload).
@@ -325,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--generation",
         default="hf",
-        help="collabzoo's samplers, comma-separated: hf (transformers), vllm (the vllm extra)",
+        help="collabzoo's samplers, comma-separated: hf (transformers), hf-compiled (a static "
+        "cache, the decode step compiled: CUDA graphs), vllm (the vllm extra)",
     )
     parser.add_argument("--vllm-kwargs", help="JSON settings of vllm.LLM for --generation vllm")
     parser.add_argument("--timeout", type=float, default=3600)
@@ -370,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def describe(run: dict[str, Any]) -> str:
-    name = f"{run['library']:9} {run.get('generation', 'hf'):4} {run['learner']:6} {run['team']:8}"
+    name = f"{run['library']:9} {run.get('generation', 'hf'):11} {run['learner']:6} {run['team']:8}"
     if "error" in run:
         return f"{name} FAILED: {run['error']}"
     text = (
@@ -383,23 +385,26 @@ def describe(run: dict[str, Any]) -> str:
 
 def summary(runs: list[dict[str, Any]]) -> list[str]:
     """The ratios the targets name: collabzoo / CoMLRL joint samples/s; LoRA / separate peak;
-    and vLLM / transformers generation for collabzoo's runs."""
+    and each other sampler (hf-compiled, vllm) / transformers' plain generate for collabzoo's
+    runs."""
     found = {
         (r["library"], r["learner"], r["team"]): r
         for r in runs
         if "error" not in r and r.get("generation", "hf") == "hf"
     }
-    vllm = {
-        (r["learner"], r["team"]): r
+    others = {
+        (r["generation"], r["learner"], r["team"]): r
         for r in runs
-        if "error" not in r and r.get("generation") == "vllm"
+        if "error" not in r and r.get("generation", "hf") != "hf"
     }
     lines = []
-    for (learner, team), run in vllm.items():
+    for (generation, learner, team), run in others.items():
         plain = found.get(("collabzoo", learner, team))
         if plain:
             ratio = run["joint_samples_per_s"] / plain["joint_samples_per_s"]
-            lines.append(f"{learner} {team}: vllm / hf generation joint samples/s = {ratio:.2f}x")
+            lines.append(
+                f"{learner} {team}: {generation} / hf generation joint samples/s = {ratio:.2f}x"
+            )
     for learner in ("magrpo", "iac"):
         ours, theirs = (
             found.get(("collabzoo", learner, "separate")),

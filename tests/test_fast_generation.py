@@ -131,3 +131,85 @@ def test_a_lora_team_samples_in_one_call_per_depth() -> None:
             samples = root.samples[agent]
             assert len(samples) == 3
             assert all(s.prompt_ids == own.encode_prompt(root.observations[agent]) for s in samples)
+
+
+@pytest.mark.slow
+def test_compiled_generation_samples_what_plain_generation_samples() -> None:
+    """`compile_generation` (a static cache, the decode step under `torch.compile`) is a speed
+    setting only: a LoRA team's mixed-adapter batch of prompts of three lengths gives the same
+    tokens as the plain path, greedy and sampled with one seed, also after the weights change
+    in place (an optimizer step) without compiling again; its prompts are padded to a multiple
+    of `COMPILED_PROMPT_MULTIPLE` columns."""
+    from collabzoo.algos.policies.llm import COMPILED_PROMPT_MULTIPLE
+
+    team = lora_pair()
+    policy = team["left"]
+    rows = [policy.encode_prompt(p) for p in PROMPTS[2:]]
+    names = ["left", "right", "left", "right", "left"]
+    greedy = Sampling(8, do_sample=False)
+
+    def both(sampling: Sampling) -> tuple[list[list[int]], list[list[int]]]:
+        drawn = []
+        for compiled in (False, True):
+            policy.compile_generation = compiled
+            torch.manual_seed(5)
+            drawn.append(
+                [c.completion_ids for c in policy.generate_ids(rows, sampling, adapters=names)]
+            )
+        return drawn[0], drawn[1]
+
+    plain, compiled = both(greedy)
+    assert compiled == plain
+    assert len({tuple(c) for c in plain}) > 2  # the rows and adapters really differ
+    plain, compiled = both(SAMPLING)
+    assert compiled == plain
+    with torch.no_grad():
+        for name, parameter in policy.model.named_parameters():
+            if "lora_B" in name:
+                parameter.add_(torch.randn_like(parameter))
+    before = plain
+    compilations = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    plain, compiled = both(SAMPLING)
+    assert compiled == plain != before
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == compilations
+    seen, handle = forward_widths(policy.model)
+    try:
+        policy.generate_ids(rows, greedy, adapters=names)
+    finally:
+        handle.remove()
+    assert seen[0][1] % COMPILED_PROMPT_MULTIPLE == 0 and seen[0][1] > max(map(len, rows))
+
+
+def test_the_hf_compiled_backend_compiles_the_policies_generation(tmp_path) -> None:
+    from collabzoo.algos import MAGRPOConfig, MAGRPOTrainer
+
+    team = lora_pair()
+    env = TinyCoopEnv()
+    policies = dict(zip(env.possible_agents, (team["left"], team["right"]), strict=True))
+    for backend, compiled in (("hf", False), ("hf-compiled", True)):
+        config = MAGRPOConfig(
+            output_dir=str(tmp_path / backend),
+            generation_backend=backend,
+            progress=False,
+            tensorboard=False,
+        )
+        trainer = MAGRPOTrainer(TinyCoopEnv, policies, config)
+        assert all(p.compile_generation is compiled for p in trainer.distinct)
+        assert trainer.generator is None  # the policies sample themselves
+        trainer.close()
+
+
+def test_compiled_generation_names_a_transformers_too_old_for_its_dtypes(monkeypatch) -> None:
+    """Float32 master weights computed under bf16 autocast need a static cache that keeps keys
+    and values in their own dtypes: an older transformers is refused up front, by name."""
+    import transformers
+
+    model, tokenizer = tiny_causal_lm(seed=2)
+    policy = LLMPolicy(model.to(torch.bfloat16), tokenizer, compile_generation=True)
+    policy.keep_float32_masters()
+    assert policy.compute_dtype == torch.bfloat16
+    monkeypatch.setattr(transformers, "__version__", "5.23.0")
+    with pytest.raises(RuntimeError, match=r"needs transformers>=5\.24.*this is 5\.23\.0"):
+        policy.generate(["abc"], Sampling(2))
+    policy.compute_dtype = None  # computing in the weights' own dtype needs no newer cache
+    assert len(policy.generate(["abc"], Sampling(2))[0].completion_ids) >= 1

@@ -15,10 +15,11 @@ def add_generation(parser: argparse.ArgumentParser) -> None:
     generation = parser.add_argument_group("generation")
     generation.add_argument(
         "--generation",
-        choices=("hf", "vllm"),
+        choices=("hf", "hf-compiled", "vllm"),  # the learners' GENERATION_BACKENDS
         default="hf",
-        help="what samples the rollouts: transformers' generate (hf) or vLLM engines in this "
-        "process, synced after every step (vllm; needs the vllm extra)",
+        help="what samples the rollouts: transformers' generate (hf), the same with a static "
+        "cache and a compiled decode step (hf-compiled: CUDA graphs on a GPU), or vLLM engines "
+        "in this process, synced after every step (vllm; needs the vllm extra)",
     )
     generation.add_argument(
         "--vllm-gpu-memory-utilization",

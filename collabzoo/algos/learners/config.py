@@ -10,7 +10,7 @@ from typing import Any
 from collabzoo.algos.policies.sampling import Sampling
 from collabzoo.algos.runtime.update_groups import UpdateGroup
 
-GENERATION_BACKENDS = ("hf", "vllm")
+GENERATION_BACKENDS = ("hf", "hf-compiled", "vllm")
 ENV_EXECUTORS = ("threads", "ray")
 
 
@@ -86,8 +86,11 @@ class LearnerConfig:
     """Recompute each layer's activations in backward (non-reentrant, so shared-prompt scoring
     keeps working): less memory per scored token for about a third more compute."""
     generation_backend: str = "hf"
-    """What samples the rollouts: "hf" (transformers' `generate` on the trained model) or
-    "vllm" (vLLM engines in this process, synced after every step; see `rollout.vllm_engine`)."""
+    """What samples the rollouts: "hf" (transformers' `generate` on the trained model),
+    "hf-compiled" (the same with a static cache and the decode step under `torch.compile`:
+    CUDA graphs on a GPU, where a small model's decoding is bound by kernel launches; see
+    `LLMPolicy.compile_generation`) or "vllm" (vLLM engines in this process, synced after every
+    step; see `rollout.vllm_engine`)."""
     vllm_gpu_memory_utilization: float = 0.3
     """vLLM: the share of the GPU's memory each engine may take (weights and KV cache)."""
     vllm_enable_sleep_mode: bool = False

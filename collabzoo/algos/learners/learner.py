@@ -154,7 +154,7 @@ class Learner:
     def _generator(self) -> Any:
         """The vLLM engines of `generation_backend="vllm"` (built on the first rollout), or
         None: the policies sample themselves."""
-        if self.args.generation_backend == "hf":
+        if self.args.generation_backend in ("hf", "hf-compiled"):
             return None
         if not all(isinstance(p, LLMPolicy) for p in self.distinct):
             raise ValueError(
@@ -204,6 +204,7 @@ class Learner:
             )
             policy.keep_generation_config = False
         policy.generation_batch_size = self.args.generation_batch_size
+        policy.compile_generation = self.args.generation_backend == "hf-compiled"
         if self.args.gradient_checkpointing:
             policy.enable_gradient_checkpointing()
 

@@ -45,6 +45,14 @@ from collabzoo.algos.policies.prompt_budget import TRUNCATION_MARK, share_budget
 from collabzoo.algos.policies.sampling import Sampling
 from collabzoo.algos.policies.scoring import PolicyScoring
 
+COMPILED_PROMPT_MULTIPLE = 64
+"""With `compile_generation`, prompts are left-padded to a multiple of this many tokens, so
+updates whose prompts differ by a few tokens reuse one compiled graph (a new shape compiles
+again: about 40-70 s on a GPU)."""
+
+STATIC_CACHE_MIXED_DTYPES = "5.24"
+"""The first transformers whose static cache holds float32 keys beside bf16 values."""
+
 FIT_ATTEMPTS = 8
 """Re-tokenising a cut text can shift its length by a token or two: tries before giving up."""
 
@@ -70,6 +78,28 @@ def generation_model(model: Any) -> Any:
     """The transformers model under a peft wrapper (whose `generation_config` generate reads)."""
     base = getattr(model, "get_base_model", None)
     return base() if callable(base) else model
+
+
+def pad_left_to_multiple(
+    ids: torch.Tensor, attention: torch.Tensor, pad_id: int, multiple: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded rows widened with more padding to a multiple of `multiple` columns."""
+    extra = -ids.size(1) % multiple
+    if not extra:
+        return ids, attention
+    pad = ids.new_full((ids.size(0), extra), pad_id)
+    return torch.cat([pad, ids], dim=1), torch.cat([torch.zeros_like(pad), attention], dim=1)
+
+
+def compiled_generation_options(device: torch.device) -> dict[str, Any]:
+    """`generate` options for a static cache with a compiled decode step on `device`."""
+    from transformers import CompileConfig
+
+    if device.type == "cuda":
+        return {"cache_implementation": "static", "compile_config": CompileConfig()}
+    config = CompileConfig(mode="default")  # CUDA graphs need a GPU
+    config._compile_all_devices = True  # transformers compiles only on GPUs unless told
+    return {"cache_implementation": "static", "compile_config": config}
 
 
 def encode_rows(policies: Sequence[LLMPolicy], prompts: Sequence[str]) -> list[list[int]]:
@@ -100,6 +130,7 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
         keep_generation_config: bool = False,
         logit_chunk_tokens: int | None = None,
         generation_batch_size: int | None = None,
+        compile_generation: bool = False,
     ) -> None:
         super().__init__(model, adapter=adapter, compute_dtype=compute_dtype)
         self.tokenizer = tokenizer
@@ -116,6 +147,13 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
         """Tokens per LM-head chunk when scoring; None: `LOGIT_CHUNK_ELEMENTS` // vocabulary."""
         self.generation_batch_size = generation_batch_size
         """Rows per `generate` call at most (a multi-turn tree grows as K^depth); None: all."""
+        self.compile_generation = compile_generation
+        """Sample with a static key/value cache and the decode step under `torch.compile`
+        (`mode="reduce-overhead"` on a GPU: each step replays as one CUDA graph instead of
+        hundreds of kernels launched from Python, 8.3x the decode rate of SmolLM2-135M on an
+        H100; see the Performance page). Every distinct prompt length or batch size compiles
+        once, so prompts are padded to `COMPILED_PROMPT_MULTIPLE` tokens and the shared prefill
+        is skipped. On a CPU inductor compiles it too, but decoding was slower there (0.59x)."""
         self.stop_ids = stop_token_ids(model, tokenizer)
         self.eos_id = self.stop_ids[0] if self.stop_ids else None
         self.pad_id = tokenizer.pad_token_id
@@ -150,6 +188,7 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
             keep_generation_config=self.keep_generation_config,
             logit_chunk_tokens=self.logit_chunk_tokens,
             generation_batch_size=self.generation_batch_size,
+            compile_generation=self.compile_generation,
         )
 
     # ----- what training changes ------------------------------------------------------------------
@@ -363,11 +402,18 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
     ) -> list[Completion]:
         """One `generate` call over these rows (left padding), after a shared prefill."""
         input_ids, attention, _ = self._left_padded(encoded)
+        if self.compile_generation:
+            input_ids, attention = pad_left_to_multiple(
+                input_ids, attention, self.pad_id, COMPILED_PROMPT_MULTIPLE
+            )
         device = self.device
         input_ids, attention = input_ids.to(device), attention.to(device)
         options = self.generation_options(sampling)
         if adapters is not None:
             options["adapter_names"] = adapters
+        if self.compile_generation:
+            self._check_static_cache_dtypes()
+            options.update(compiled_generation_options(device))
         with (
             torch.profiler.record_function("collabzoo.generate"),
             self.mode(train=False),
@@ -375,7 +421,9 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
             self.compute(),
             self.plain_generation_config(),
         ):
-            cache = self._shared_prefill(encoded, input_ids, attention, adapters)
+            cache = None
+            if not self.compile_generation:  # a static cache is filled by generate's own prefill
+                cache = self._shared_prefill(encoded, input_ids, attention, adapters)
             if cache is not None:
                 options[cache_keyword(self.model)] = cache
             output = self.model.generate(input_ids=input_ids, attention_mask=attention, **options)
@@ -388,6 +436,25 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
                 row = row[: end + 1]  # the stop token is part of the action
             completions.append(Completion(self.decode(row), list(ids), row))
         return completions
+
+    def _check_static_cache_dtypes(self) -> None:
+        """Float32 weights computed under lower-precision autocast give float32 keys (the rotary
+        embedding's float32 cos/sin promote them) and bf16 values; a static cache before
+        transformers 5.24 allocates both in the keys' dtype and fails on the first value."""
+        weights = generation_model(self.model).get_input_embeddings().weight.dtype
+        if self.compute_dtype in (None, weights):
+            return
+        import transformers
+        from packaging.version import Version
+
+        if Version(transformers.__version__) < Version(STATIC_CACHE_MIXED_DTYPES):
+            raise RuntimeError(
+                f"compile_generation (generation_backend='hf-compiled') of {weights} weights "
+                f"computed in {self.compute_dtype} needs transformers>={STATIC_CACHE_MIXED_DTYPES}"
+                f", whose static cache keeps keys and values in their own dtypes; this is "
+                f"{transformers.__version__}. Upgrade transformers, train a LoRA team (its base "
+                "keeps the low-precision weights), or use generation_backend='hf'"
+            )
 
     def _shared_prefill(
         self,
