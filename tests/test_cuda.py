@@ -223,6 +223,44 @@ def test_a_mixed_adapter_batch_on_the_gpu_equals_one_call_per_adapter() -> None:
     assert alone[0].completion_ids != alone[2].completion_ids  # the adapters really differ
 
 
+@pytest.mark.parametrize("team_kind", ["lora", "separate"])
+def test_compiled_generation_on_the_gpu_draws_what_plain_generation_draws(team_kind: str) -> None:
+    """`generation_backend="hf-compiled"` (on CUDA a CUDA-graph decode step): greedy tokens of a
+    bf16 team equal plain `generate`'s, for a LoRA pair's mixed-adapter batch and for a model
+    whose float32 masters compute under bf16 autocast (transformers >= 5.24; an older one is
+    refused by name, which the test accepts as that version's answer)."""
+    import transformers
+    from packaging.version import Version
+
+    from collabzoo.algos.policies.llm import STATIC_CACHE_MIXED_DTYPES
+
+    model, tokenizer = tiny_causal_lm(6)
+    model.to(torch.bfloat16)
+    if team_kind == "lora":
+        pair = lora_team(model, tokenizer, ["left", "right"])
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if "lora_B" in name:
+                    parameter.normal_(0, 0.3)
+        policy, names = pair["left"], ["left", "right", "left", "right"]
+    else:
+        policy, names = LLMPolicy(model, tokenizer), None
+    on_device(policy)
+    policy.keep_float32_masters()
+    greedy = Sampling(12, do_sample=False)
+    rows = [policy.encode_prompt(t) for t in ("one prompt", "a longer second prompt")] * 2
+    plain = [c.completion_ids for c in policy.generate_ids(rows, greedy, adapters=names)]
+    policy.compile_generation = True
+    old = Version(transformers.__version__) < Version(STATIC_CACHE_MIXED_DTYPES)
+    if team_kind == "separate" and old:
+        with pytest.raises(RuntimeError, match="needs transformers"):
+            policy.generate_ids(rows, greedy, adapters=names)
+        return
+    for _ in range(2):  # the second call replays the compiled step
+        compiled = [c.completion_ids for c in policy.generate_ids(rows, greedy, adapters=names)]
+        assert compiled == plain
+
+
 # ----- checkpoint and resume ----------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("trainer_class", "config", "make_team"),
