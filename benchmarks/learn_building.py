@@ -9,7 +9,10 @@ the reference rewards (H = 4, the reference feedback and memory):
 2. A supervised warm start (`SupervisedTrainer`) of a small model per agent: a Qwen2-shaped
    transformer of 1.9M parameters (4 layers of width 192) with a BPE tokenizer learnt from the
    dataset (`small_causal_lm`). One warm start per task: the common starting point of every
-   run, as a pretrained model is in the papers.
+   run, as a pretrained model is in the papers. With `--model` (a folder or a short name such
+   as smollm2-135m-instruct) the warm start trains a LoRA adapter per agent on that pretrained
+   model instead (`PRETRAINED`'s sizes: its own tokens, LoRA learning rates), and the raw
+   model and the warm start are each evaluated before any learner runs.
 3. Each learner (MA-REINFORCE, MAGRPO, IAC, IPPO, CC) trained from it with the same settings
    (sampling at temperature 1 without top-k / top-p cuts, one learning rate for every actor and
    critic, the reference discount 0.9, each learner's own defaults otherwise) for the same
@@ -23,6 +26,7 @@ the reference rewards (H = 4, the reference feedback and memory):
     python benchmarks/learn_building.py [--tasks strbuild housebuild] [--learners cc magrpo]
         [--seeds 0 1 2] [--housebuild-data houses.json] [--json out.json] [--plot DIR]
     python benchmarks/learn_building.py --quick          # minutes: the whole pipeline, tiny
+    python benchmarks/learn_building.py --tasks strbuild --model smollm2-135m-instruct
     python benchmarks/learn_building.py --from-json out.json --plot DIR   # re-plot only
 
 Runs go to `--work` (runs/learn_building): each task's dataset, warm start and metrics. Each
@@ -120,6 +124,15 @@ class Recipe:
     """Episodes per evaluation; None: the task's."""
     targets: tuple[str, ...] | None = None
     """StrBuild words to play instead of the reference train split (the quick run's)."""
+    model: str | None = None
+    """A pretrained causal LM warm-started as a LoRA team (an adapter per agent on one base);
+    None: a small model per agent built from the dataset."""
+    lora_rank: int = 8
+    max_prompt_tokens: int | None = None
+    """The policies' prompt budget; None: the task's (sized for the small model's tokens)."""
+    max_new_tokens: int | None = None
+    """None: the task's."""
+    sft_gradient_checkpointing: bool = False
 
 
 QUICK = Recipe(
@@ -138,7 +151,29 @@ QUICK = Recipe(
 )
 
 
+PRETRAINED = {
+    "lora_rank": 8,
+    "sft_learning_rate": 5e-4,
+    "learning_rate": 5e-4,
+    "sft_batch": 4,
+    "sft_gradient_checkpointing": True,
+    "max_prompt_tokens": 2048,
+    "max_new_tokens": 256,
+}
+"""What `--model` changes: LoRA learning rates (the RL one is `learn_real_model`'s frozen
+recipe), and sizes in a pretrained tokenizer's tokens (SmolLM2's: StrBuild prompts of 810 tokens
+on average and 1,974 at most, oracle answers up to 208)."""
+
+
 # ----- the pipeline -----------------------------------------------------------------------------
+def prompt_tokens(task: Task, recipe: Recipe) -> int:
+    return recipe.max_prompt_tokens or task.max_prompt_tokens
+
+
+def new_tokens(task: Task, recipe: Recipe) -> int:
+    return recipe.max_new_tokens or task.max_new_tokens
+
+
 def env_kwargs(task: Task, recipe: Recipe, housebuild_data: str | None) -> dict[str, Any]:
     if task.name == "strbuild" and recipe.targets:
         return {"targets": list(recipe.targets)}
@@ -164,14 +199,17 @@ def demonstrations(task: Task, recipe: Recipe, kwargs: dict[str, Any], folder: P
     return datasets.load_from_disk(str(folder))
 
 
-def warm_start(task: Task, recipe: Recipe, rows: Any, folder: Path) -> dict[str, Any]:
-    """Fine-tune a fresh small model per agent on its rows; saved to folder/final."""
-    from collabzoo.algos import LLMPolicy, SupervisedConfig, SupervisedTrainer
+def fresh_team(recipe: Recipe, rows: Any, max_prompt_tokens: int) -> dict[str, Any]:
+    """The team before its warm start: a small model per agent built from the dataset, or the
+    pretrained `recipe.model` with a fresh LoRA adapter per agent."""
+    from collabzoo.algos import LLMPolicy, load_causal_lm, lora_team
     from collabzoo.algos.policies.model_loading import small_causal_lm
 
-    summary_file = folder / "summary.json"
-    if summary_file.is_file():
-        return json.loads(summary_file.read_text())
+    if recipe.model:
+        policies = lora_team(*load_causal_lm(recipe.model), list(AGENTS), rank=recipe.lora_rank)
+        for policy in policies.values():
+            policy.max_prompt_tokens = max_prompt_tokens
+        return policies
     texts = [*rows["prompt"], *rows["completion"]]
     policies = {}
     for index, agent in enumerate(AGENTS):
@@ -183,7 +221,47 @@ def warm_start(task: Task, recipe: Recipe, rows: Any, folder: Path) -> dict[str,
             num_layers=recipe.num_layers,
             intermediate_size=3 * recipe.hidden_size,
         )
-        policies[agent] = LLMPolicy(model, tokenizer, max_prompt_tokens=task.max_prompt_tokens)
+        policies[agent] = LLMPolicy(model, tokenizer, max_prompt_tokens=max_prompt_tokens)
+    return policies
+
+
+def evaluate_team(
+    task: Task, recipe: Recipe, kwargs: dict[str, Any], policies: dict[str, Any], folder: Path
+) -> dict[str, float]:
+    """The task's metrics (last turn) and return of a team over the evaluation episodes, as the
+    learners' curves measure them (MAGRPO's `evaluate`, the runs' sampling)."""
+    import collabzoo
+    from collabzoo.algos import MAGRPOConfig, MAGRPOTrainer
+
+    config = MAGRPOConfig(**learner_settings("magrpo", task, recipe, 0, folder))
+    trainer = MAGRPOTrainer(
+        lambda: collabzoo.make(task.name, **kwargs),
+        policies,
+        config,
+        eval_env=lambda: every_target(collabzoo.make(task.name, **kwargs)),
+    )
+    try:
+        found = trainer.evaluate(recipe.eval_episodes or task.eval_episodes)
+    finally:
+        trainer.close()
+    point = {"mean_return": found["mean_return"]}
+    point.update({m: found[f"final/{m}"] for m in task.metrics})
+    return point
+
+
+def warm_start(
+    task: Task, recipe: Recipe, rows: Any, folder: Path, kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """Fine-tune the fresh team (`fresh_team`) on its rows; saved to folder/final. A pretrained
+    team is evaluated before and after (a small model knows nothing before)."""
+    from collabzoo.algos import SupervisedConfig, SupervisedTrainer
+
+    summary_file = folder / "summary.json"
+    if summary_file.is_file():
+        return json.loads(summary_file.read_text())
+    began = time.perf_counter()
+    policies = fresh_team(recipe, rows, prompt_tokens(task, recipe))
+    raw = evaluate_team(task, recipe, kwargs, policies, folder / "eval") if recipe.model else None
     steps = recipe.sft_steps or task.sft_steps
     config = SupervisedConfig(
         output_dir=str(folder),
@@ -194,6 +272,7 @@ def warm_start(task: Task, recipe: Recipe, rows: Any, folder: Path) -> dict[str,
         per_device_train_batch_size=recipe.sft_batch or task.sft_batch,
         logging_steps=max(1, steps // 20),
         device="cpu",
+        gradient_checkpointing=recipe.sft_gradient_checkpointing,
     )
     trainer = SupervisedTrainer(policies, rows, config)
     started = time.perf_counter()
@@ -207,6 +286,10 @@ def warm_start(task: Task, recipe: Recipe, rows: Any, folder: Path) -> dict[str,
         "vocabulary": len(policies[AGENTS[0]].tokenizer),
     }
     trainer.save(folder / "final")
+    if recipe.model:
+        summary["raw"] = raw
+        summary["warm"] = evaluate_team(task, recipe, kwargs, policies, folder / "eval")
+        summary["minutes_with_evaluations"] = (time.perf_counter() - began) / 60
     summary_file.write_text(json.dumps(summary, indent=2))
     return summary
 
@@ -231,7 +314,7 @@ def learner_settings(name: str, task: Task, recipe: Recipe, seed: int, output: P
     settings: dict[str, Any] = {
         "output_dir": str(output),
         "seed": seed,
-        "max_new_tokens": task.max_new_tokens,
+        "max_new_tokens": new_tokens(task, recipe),
         "temperature": 1.0,
         "top_p": 1.0,
         "top_k": None,
@@ -323,7 +406,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     (output / "job.json").write_text(json.dumps(settings_key(job), indent=1))
     policies = load_saved_team(job["warm"], AGENTS)
     for policy in policies.values():
-        policy.max_prompt_tokens = task.max_prompt_tokens
+        policy.max_prompt_tokens = prompt_tokens(task, recipe)
     config_class, trainer_class = CLASSES[name]
     config = config_class(**learner_settings(name, task, recipe, seed, output))
     trainer = trainer_class(
@@ -461,6 +544,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation")
     parser.add_argument(
+        "--model",
+        default=None,
+        help="warm-start a LoRA team on this pretrained model (a folder or a short name)",
+    )
+    parser.add_argument("--sft-steps", type=int, default=None, help="warm-start optimiser steps")
+    parser.add_argument(
         "--housebuild-data",
         default=None,
         metavar="PATH",
@@ -468,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="the whole pipeline at toy sizes")
     parser.add_argument("--workers", type=int, default=2, help="runs at a time")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads of the warm start (default: all)"
+    )
     parser.add_argument("--work", default="runs/learn_building", help="datasets, warm starts, runs")
     parser.add_argument("--json", help="also write every curve here (with --from-json: merged)")
     parser.add_argument("--plot", metavar="DIR", help="draw learn_<task>.png into DIR")
@@ -500,6 +592,10 @@ def merged(paths: list[str]) -> dict[str, Any]:
 
 def run_all(args: argparse.Namespace) -> dict[str, Any]:
     recipe = QUICK if args.quick else Recipe()
+    if args.model is not None:
+        recipe = replace(recipe, model=args.model, **PRETRAINED)
+    if args.sft_steps is not None:
+        recipe = replace(recipe, sft_steps=args.sft_steps)
     if args.budget is not None:
         recipe = replace(recipe, budget=args.budget)
     if args.every is not None:
@@ -509,13 +605,17 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     if args.eval_episodes is not None:
         recipe = replace(recipe, eval_episodes=args.eval_episodes)
     work = Path(args.work)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     jobs, warm_starts = [], {}
     for name in args.tasks:
         task = TASKS[name]
         kwargs = env_kwargs(task, recipe, args.housebuild_data)
         folder = work / name
         rows = demonstrations(task, recipe, kwargs, folder / "data")
-        warm_starts[name] = warm_start(task, recipe, rows, folder / "warm")
+        warm_starts[name] = warm_start(task, recipe, rows, folder / "warm", kwargs)
         print(f"{name}: warm start {warm_starts[name]}", flush=True)
         for learner in args.learners:
             for seed in args.seeds:
@@ -543,6 +643,8 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
         f"seeds {', '.join(map(str, args.seeds))}, warm start on {recipe.episodes} "
         f"noisy-oracle episodes (drop {recipe.drop})"
     )
+    if recipe.model:
+        subtitle = f"{recipe.model} (LoRA rank {recipe.lora_rank}), {subtitle}"
     houses = Path(args.housebuild_data).name if args.housebuild_data else "the package's houses"
     return {
         "tasks": args.tasks,

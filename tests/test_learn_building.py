@@ -92,3 +92,35 @@ def test_reinforcement_from_the_warm_start_raises_strbuild_iou(quick: tuple[dict
         start, end = run["points"][0], run["points"][-1]
         assert end["iou"] > start["iou"] + IOU_GAIN, (run["seed"], start, end)
         assert end["mean_return"] > start["mean_return"], (run["seed"], start, end)
+
+
+def test_a_pretrained_model_is_warm_started_as_a_lora_team(tmp_path) -> None:
+    """`--model`: the warm start trains a LoRA adapter per agent on the given model (here a
+    saved tiny model standing in for SmolLM2), evaluates the raw model and the warm start on
+    the task's metrics, saves adapters naming their base, and a learner trains from them."""
+    from collabzoo.algos import tiny_causal_lm
+
+    model, tokenizer = tiny_causal_lm(0)
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    work = tmp_path / "work"
+    argv = ["--quick", "--tasks", "strbuild", "--learners", "magrpo", "--seeds", "0"]
+    argv += ["--model", str(tmp_path / "model"), "--sft-steps", "5", "--eval-episodes", "4"]
+    argv += ["--threads", "1"]
+    argv += ["--budget", "30", "--every", "30", "--work", str(work), "--json", str(tmp_path / "o")]
+    assert benchmark().main(argv) == 0
+    saved = json.loads((tmp_path / "o").read_text())
+    assert saved["recipe"]["model"] == str(tmp_path / "model") and "LoRA" in saved["subtitle"]
+    summary = saved["warm_starts"]["strbuild"]
+    for agent, before in summary["loss_before"].items():
+        assert summary["loss_after"][agent] < before
+    for evaluation in ("raw", "warm"):
+        assert set(summary[evaluation]) == {"mean_return", "iou", "adjacency"}
+        assert 0 <= summary[evaluation]["iou"] <= 1
+    for agent in ("first_builder", "second_builder"):
+        adapter = json.loads(
+            (work / "strbuild/warm/final" / agent / "adapter_config.json").read_text()
+        )
+        assert adapter["base_model_name_or_path"] == str(tmp_path / "model")
+    (run,) = saved["runs"]
+    assert [p["env_steps"] for p in run["points"]] == [0, 30]
