@@ -124,3 +124,5 @@ def test_a_pretrained_model_is_warm_started_as_a_lora_team(tmp_path) -> None:
         assert adapter["base_model_name_or_path"] == str(tmp_path / "model")
     (run,) = saved["runs"]
     assert [p["env_steps"] for p in run["points"]] == [0, 30]
+    raw = json.loads((work / "strbuild/warm/raw.json").read_text())
+    assert raw["point"] == summary["raw"] and raw["key"]["model"] == str(tmp_path / "model")
