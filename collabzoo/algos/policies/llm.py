@@ -150,8 +150,8 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
         self.compile_generation = compile_generation
         """Sample with a static key/value cache and the decode step under `torch.compile`
         (`mode="reduce-overhead"` on a GPU: each step replays as one CUDA graph instead of
-        hundreds of kernels launched from Python, 8.3x the decode rate of SmolLM2-135M on an
-        H100; see the Performance page). Every distinct prompt length or batch size compiles
+        hundreds of kernels launched from Python: 8.3x the decode rate at SmolLM2-135M's shape
+        on an H100; see the Performance page). Every distinct prompt length or batch size compiles
         once, so prompts are padded to `COMPILED_PROMPT_MULTIPLE` tokens and the shared prefill
         is skipped. On a CPU inductor compiles it too, but decoding was slower there (0.59x)."""
         self.stop_ids = stop_token_ids(model, tokenizer)
@@ -400,7 +400,8 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
     def _generate_rows(
         self, encoded: list[list[int]], sampling: Sampling, adapters: list[str] | None
     ) -> list[Completion]:
-        """One `generate` call over these rows (left padding), after a shared prefill."""
+        """One `generate` call over these rows (left padding), after a shared prefill unless the
+        decode step is compiled."""
         input_ids, attention, _ = self._left_padded(encoded)
         if self.compile_generation:
             input_ids, attention = pad_left_to_multiple(
