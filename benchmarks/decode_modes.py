@@ -40,6 +40,7 @@ import torch
 
 import collabzoo
 from collabzoo.algos import load_causal_lm
+from collabzoo.algos.policies.llm import compiled_generation_options
 from collabzoo.algos.policies.model_loading import load_tokenizer
 from collabzoo.algos.policies.pretrained import resolve_model
 
@@ -112,8 +113,6 @@ def load_model(name: str, weights: str, dtype: torch.dtype | None) -> tuple[Any,
 
 
 def options(mode: str, new_tokens: int, device: torch.device) -> dict[str, Any]:
-    from transformers import CompileConfig
-
     chosen: dict[str, Any] = {
         "max_new_tokens": new_tokens,
         "min_new_tokens": new_tokens,
@@ -122,14 +121,10 @@ def options(mode: str, new_tokens: int, device: torch.device) -> dict[str, Any]:
         "top_p": 1.0,
         "top_k": None,
     }
-    if mode in ("static", "compiled"):
-        chosen["cache_implementation"] = "static"
-    if mode == "compiled" and device.type == "cuda":
-        chosen["compile_config"] = CompileConfig()  # reduce-overhead: CUDA graphs
-    elif mode == "compiled":  # transformers compiles the decode step only on GPUs unless asked
-        compiled = CompileConfig(mode="default")
-        compiled._compile_all_devices = True
-        chosen["compile_config"] = compiled
+    if mode == "compiled":  # what the learners' generation_backend="hf-compiled" passes
+        chosen.update(compiled_generation_options(device))
+    elif mode == "static":
+        chosen.update(cache_implementation="static", disable_compile=True)
     else:
         chosen["disable_compile"] = True
     return chosen
