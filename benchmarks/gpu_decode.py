@@ -25,6 +25,7 @@ import json
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,9 @@ import torch
 from collabzoo.algos import LLMPolicy, Sampling
 from collabzoo.algos.policies.model_loading import QWEN25_VOCAB, shaped_causal_lm
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from decode_modes import bandwidth, best_seconds, synchronize
+
 RANGES = (
     "collabzoo.rollout",
     "collabzoo.generate",
@@ -40,26 +44,6 @@ RANGES = (
     "collabzoo.backward",
     "collabzoo.optimizer_step",
 )
-
-
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def bandwidth(device: str, gib: float = 2.0) -> float:
-    """Bytes per second of a device-to-device copy (read + written), best of five."""
-    source = torch.empty(int(gib * 2**30), dtype=torch.uint8, device=device)
-    target = torch.empty_like(source)
-    best = float("inf")
-    for _ in range(6):
-        synchronize(device)
-        started = time.perf_counter()
-        target.copy_(source)
-        synchronize(device)
-        best = min(best, time.perf_counter() - started)
-    del source, target
-    return 2 * gib * 2**30 / best
 
 
 class NoStop:
@@ -81,22 +65,17 @@ def decode_rates(args: argparse.Namespace) -> list[dict[str, Any]]:
     model.generation_config.pad_token_id = 0
     policy = LLMPolicy(model, NoStop())
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    speed = bandwidth(args.device)
+    device = torch.device(args.device)
+    speed = bandwidth(device)
     sampling = Sampling(args.new_tokens, temperature=0.6, top_p=0.6, top_k=50)
     generator = torch.Generator().manual_seed(0)
     rows = []
     for batch in (int(b) for b in args.batches.split(",")):
         prompts = torch.randint(1, QWEN25_VOCAB, (batch, args.prompt_tokens), generator=generator)
         encoded = prompts.tolist()
-        runs = []
-        for _ in range(args.rounds + 1):  # the first is a warm-up
-            synchronize(args.device)
-            started = time.perf_counter()
-            completions = policy.generate_ids(encoded, sampling)
-            synchronize(args.device)
-            runs.append(time.perf_counter() - started)
+        completions = policy.generate_ids(encoded, sampling)  # warm-up; no row stops early
         tokens = sum(len(c.completion_ids) for c in completions)
-        seconds = min(runs[1:])
+        seconds = best_seconds(partial(policy.generate_ids, encoded, sampling), device, args.rounds)
         bound = batch * speed / weight_bytes
         row = {
             "path": "collabzoo generate_ids",
@@ -128,7 +107,6 @@ def describe(row: dict[str, Any]) -> str:
 
 def profile_update(args: argparse.Namespace) -> dict[str, Any]:
     """One profiled MAGRPO update of gpu_scale's LoRA workload (after a warm-up update)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import gpu_scale
 
     from collabzoo.algos import MAGRPOConfig, MAGRPOTrainer
@@ -158,11 +136,11 @@ def profile_update(args: argparse.Namespace) -> dict[str, Any]:
         activities = [torch.profiler.ProfilerActivity.CPU]
         if args.device.startswith("cuda"):
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        synchronize(args.device)
+        synchronize(torch.device(args.device))
         started = time.perf_counter()
         with torch.profiler.profile(activities=activities) as profiler:
             trainer.train_step()
-            synchronize(args.device)
+            synchronize(torch.device(args.device))
         wall = time.perf_counter() - started
         trainer.close()
     averages = profiler.key_averages()
