@@ -66,7 +66,7 @@ def decode_rates(args: argparse.Namespace) -> list[dict[str, Any]]:
     policy = LLMPolicy(model, NoStop())
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     device = torch.device(args.device)
-    speed = bandwidth(device)
+    speed = bandwidth(device, megabytes=2048)  # the 2 GiB copy this script always measured
     sampling = Sampling(args.new_tokens, temperature=0.6, top_p=0.6, top_k=50)
     generator = torch.Generator().manual_seed(0)
     rows = []
@@ -134,13 +134,14 @@ def profile_update(args: argparse.Namespace) -> dict[str, Any]:
         trainer = MAGRPOTrainer(gpu_scale.prompt_env_class(prompts), policies, config)
         trainer.train_step()  # warm-up
         activities = [torch.profiler.ProfilerActivity.CPU]
-        if args.device.startswith("cuda"):
+        device = torch.device(args.device)
+        if device.type == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        synchronize(torch.device(args.device))
+        synchronize(device)
         started = time.perf_counter()
         with torch.profiler.profile(activities=activities) as profiler:
             trainer.train_step()
-            synchronize(torch.device(args.device))
+            synchronize(device)
         wall = time.perf_counter() - started
         trainer.close()
     averages = profiler.key_averages()
