@@ -22,6 +22,8 @@ Each (task, learner, seed) runs in its own process with `--threads` torch thread
 at a time; runs go to `--work` (runs/learn_real_model), and a run whose settings match and
 whose budget reached this one's is read back instead of run again. The model is the short name
 `smollm2-135m-instruct` (pulled once with `collabzoo model pull`) or any folder (`--model`).
+`--device cuda` runs the same recipe on a GPU, `--generation hf-compiled` with its compiled
+sampler; both change the samples, so such runs are saved and read back under keys of their own.
 """
 
 from __future__ import annotations
@@ -116,7 +118,15 @@ class Recipe:
 QUICK = Recipe(budget=8, every=8, eval_episodes=2, max_new_tokens=16, group=2)
 
 
-def learner_settings(name: str, task: Task, recipe: Recipe, seed: int, output: Path) -> dict:
+def learner_settings(
+    name: str,
+    task: Task,
+    recipe: Recipe,
+    seed: int,
+    output: Path,
+    device: str = "cpu",
+    generation: str = "hf",
+) -> dict:
     settings: dict[str, Any] = {
         "output_dir": str(output),
         "seed": seed,
@@ -132,7 +142,8 @@ def learner_settings(name: str, task: Task, recipe: Recipe, seed: int, output: P
         "tensorboard": False,
         "progress": False,
         "save_steps": 0,
-        "device": "cpu",
+        "device": device,
+        "generation_backend": generation,
     }
     if name in ("mareinforce", "magrpo"):
         settings["agent_learning_rate"] = recipe.learning_rate
@@ -162,6 +173,8 @@ def make_job(
     data_dir: str | None,
     threads: int,
     work: str | Path,
+    device: str = "cpu",
+    generation: str = "hf",
 ) -> dict[str, Any]:
     """One run's settings (plain data: it goes to a worker process), saved under `work`."""
     return {
@@ -171,14 +184,21 @@ def make_job(
         "recipe": asdict(recipe),
         "data_dir": data_dir if TASKS[task].data_file else None,
         "threads": threads,
+        "device": device,
+        "generation": generation,
         "output": str(Path(work) / task / f"{learner}-seed{seed}"),
     }
 
 
 def job_key(job: dict[str, Any]) -> dict[str, Any]:
-    """What a run's curve depends on, but for its length."""
+    """What a run's curve depends on, but for its length. The device and the sampler enter
+    only where they are not the CPU's defaults, so the CPU runs' keys stay as they were."""
     recipe = {k: v for k, v in job["recipe"].items() if k != "budget"}
-    return {**{k: job[k] for k in ("task", "learner", "seed", "data_dir")}, "recipe": recipe}
+    key = {**{k: job[k] for k in ("task", "learner", "seed", "data_dir")}, "recipe": recipe}
+    for name, default in (("device", "cpu"), ("generation", "hf")):
+        if job.get(name, default) != default:
+            key[name] = job[name]
+    return key
 
 
 def finished(job: dict[str, Any], budget: int) -> dict[str, Any] | None:
@@ -214,7 +234,10 @@ def build_trainer(job: dict[str, Any]) -> Any:
     for policy in team.values():
         policy.max_prompt_tokens = task.max_prompt_tokens
     config_class, trainer_class = CLASSES[job["learner"]]
-    settings = learner_settings(job["learner"], task, recipe, job["seed"], output)
+    device, generation = job.get("device", "cpu"), job.get("generation", "hf")
+    settings = learner_settings(
+        job["learner"], task, recipe, job["seed"], output, device, generation
+    )
     return trainer_class(
         lambda: collabzoo.make(task.env, **train),
         team,
@@ -265,6 +288,10 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         "seconds": time.perf_counter() - started,
         "updates": trainer.update,
     }
+    if job.get("device", "cpu") != "cpu":
+        result["device"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "?"
+    if job.get("generation", "hf") != "hf":
+        result["generation"] = job["generation"]
     (output / "result.json").write_text(json.dumps(result, indent=1))
     return result
 
@@ -364,6 +391,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="runs/learn_real_model")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument("--device", default="cpu", help="where every run trains: cpu, cuda")
+    parser.add_argument(
+        "--generation",
+        default="hf",
+        choices=("hf", "hf-compiled"),
+        help="the rollouts' sampler (generation_backend); hf-compiled: CUDA graphs on a GPU",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json")
     parser.add_argument("--plot")
@@ -381,7 +415,17 @@ def main(argv: list[str] | None = None) -> int:
         }
         recipe = replace(recipe, **{k: v for k, v in changes.items() if v is not None})
         jobs = [
-            make_job(task, learner, seed, recipe, args.data_dir, args.threads, args.work)
+            make_job(
+                task,
+                learner,
+                seed,
+                recipe,
+                args.data_dir,
+                args.threads,
+                args.work,
+                args.device,
+                args.generation,
+            )
             for task in args.tasks
             for learner in args.learners
             for seed in args.seeds

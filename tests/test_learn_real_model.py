@@ -45,6 +45,27 @@ def test_the_quick_pipeline_trains_evaluates_and_reads_back(smollm2: Path, tmp_p
     assert json.loads(again.read_text())["runs"] == saved["runs"]
 
 
+def test_a_gpu_or_compiled_run_is_never_read_back_as_a_cpu_one(tmp_path) -> None:
+    """The device and the sampler change the samples, so they are part of a run's key; at the
+    CPU's defaults the key is what it was before they existed (saved runs still read back)."""
+    module = benchmark()
+    recipe = module.Recipe(budget=8)
+
+    def job(**where):
+        return module.make_job("tldr", "magrpo", 0, recipe, None, 1, tmp_path, **where)
+
+    cpu = job()
+    assert set(module.job_key(cpu)) == {"task", "learner", "seed", "data_dir", "recipe"}
+    saved = {"key": module.job_key(cpu), "points": [{"env_steps": 0}, {"env_steps": 8}]}
+    Path(cpu["output"]).mkdir(parents=True)
+    (Path(cpu["output"]) / "result.json").write_text(json.dumps(saved))
+    assert module.finished(cpu, 8)["points"] == saved["points"]
+    for other in (job(device="cuda"), job(generation="hf-compiled")):
+        assert other["output"] == cpu["output"]
+        assert module.job_key(other) != module.job_key(cpu)
+        assert module.finished(other, 8) is None
+
+
 LEARNING_SEEDS = (0, 1)
 LEARNED_GAIN = 0.1
 """What MAGRPO must add, averaged over LEARNING_SEEDS, to the untrained LoRA team's held-out
