@@ -23,7 +23,7 @@ at a time; runs go to `--work` (runs/learn_real_model), and a run whose settings
 whose budget reached this one's is read back instead of run again. The model is the short name
 `smollm2-135m-instruct` (pulled once with `collabzoo model pull`) or any folder (`--model`).
 `--device cuda` runs the same recipe on a GPU, `--generation hf-compiled` with its compiled
-sampler; both change the samples, so such runs are saved and read back under keys of their own.
+sampler; both change the samples, so such runs have folders and keys of their own.
 """
 
 from __future__ import annotations
@@ -176,7 +176,13 @@ def make_job(
     device: str = "cpu",
     generation: str = "hf",
 ) -> dict[str, Any]:
-    """One run's settings (plain data: it goes to a worker process), saved under `work`."""
+    """One run's settings (plain data: it goes to a worker process), saved under `work`; a run
+    off the CPU's defaults gets a folder of its own, so it never overwrites a CPU run."""
+    where = "".join(
+        f"-{value.replace(':', '')}"
+        for value, default in ((device, "cpu"), (generation, "hf"))
+        if value != default
+    )
     return {
         "task": task,
         "learner": learner,
@@ -186,7 +192,7 @@ def make_job(
         "threads": threads,
         "device": device,
         "generation": generation,
-        "output": str(Path(work) / task / f"{learner}-seed{seed}"),
+        "output": str(Path(work) / task / f"{learner}-seed{seed}{where}"),
     }
 
 

@@ -46,8 +46,8 @@ def test_the_quick_pipeline_trains_evaluates_and_reads_back(smollm2: Path, tmp_p
 
 
 def test_a_gpu_or_compiled_run_is_never_read_back_as_a_cpu_one(tmp_path) -> None:
-    """The device and the sampler change the samples, so they are part of a run's key; at the
-    CPU's defaults the key is what it was before they existed (saved runs still read back)."""
+    """The device and the sampler change the samples, so they are part of a run's key and its
+    folder; at the CPU's defaults both are what they were before (saved runs still read back)."""
     module = benchmark()
     recipe = module.Recipe(budget=8)
 
@@ -60,10 +60,14 @@ def test_a_gpu_or_compiled_run_is_never_read_back_as_a_cpu_one(tmp_path) -> None
     Path(cpu["output"]).mkdir(parents=True)
     (Path(cpu["output"]) / "result.json").write_text(json.dumps(saved))
     assert module.finished(cpu, 8)["points"] == saved["points"]
-    for other in (job(device="cuda"), job(generation="hf-compiled")):
-        assert other["output"] == cpu["output"]
+    assert Path(cpu["output"]) == tmp_path / "tldr" / "magrpo-seed0"
+    for other in (job(device="cuda:1"), job(generation="hf-compiled")):
         assert module.job_key(other) != module.job_key(cpu)
-        assert module.finished(other, 8) is None
+        assert other["output"] != cpu["output"]  # a GPU run never overwrites a CPU one
+        assert module.finished({**other, "output": cpu["output"]}, 8) is None
+    assert job(device="cuda:1", generation="hf-compiled")["output"].endswith(
+        "seed0-cuda1-hf-compiled"
+    )
 
 
 LEARNING_SEEDS = (0, 1)
