@@ -117,6 +117,15 @@ class Recipe:
 
 QUICK = Recipe(budget=8, every=8, eval_episodes=2, max_new_tokens=16, group=2)
 
+RUN_DEFAULTS = {"device": "cpu", "generation": "hf"}
+"""Where a run trains and what samples it, as the CPU runs had them (before these were options)."""
+
+
+def off_defaults(job: dict[str, Any]) -> dict[str, str]:
+    """The job's device and sampler where they are not `RUN_DEFAULTS`: both change the samples,
+    so they mark a run's key and folder (a CPU run's key and folder stay as they were)."""
+    return {name: job[name] for name, default in RUN_DEFAULTS.items() if job[name] != default}
+
 
 def learner_settings(
     name: str,
@@ -124,8 +133,8 @@ def learner_settings(
     recipe: Recipe,
     seed: int,
     output: Path,
-    device: str = "cpu",
-    generation: str = "hf",
+    device: str,
+    generation: str,
 ) -> dict:
     settings: dict[str, Any] = {
         "output_dir": str(output),
@@ -173,16 +182,13 @@ def make_job(
     data_dir: str | None,
     threads: int,
     work: str | Path,
-    device: str = "cpu",
-    generation: str = "hf",
+    device: str = RUN_DEFAULTS["device"],
+    generation: str = RUN_DEFAULTS["generation"],
 ) -> dict[str, Any]:
     """One run's settings (plain data: it goes to a worker process), saved under `work`; a run
     off the CPU's defaults gets a folder of its own, so it never overwrites a CPU run."""
-    where = "".join(
-        f"-{value.replace(':', '')}"
-        for value, default in ((device, "cpu"), (generation, "hf"))
-        if value != default
-    )
+    marks = off_defaults({"device": device, "generation": generation})
+    where = "".join(f"-{value.replace(':', '')}" for value in marks.values())
     return {
         "task": task,
         "learner": learner,
@@ -197,14 +203,10 @@ def make_job(
 
 
 def job_key(job: dict[str, Any]) -> dict[str, Any]:
-    """What a run's curve depends on, but for its length. The device and the sampler enter
-    only where they are not the CPU's defaults, so the CPU runs' keys stay as they were."""
+    """What a run's curve depends on, but for its length (`off_defaults`: device, sampler)."""
     recipe = {k: v for k, v in job["recipe"].items() if k != "budget"}
     key = {**{k: job[k] for k in ("task", "learner", "seed", "data_dir")}, "recipe": recipe}
-    for name, default in (("device", "cpu"), ("generation", "hf")):
-        if job.get(name, default) != default:
-            key[name] = job[name]
-    return key
+    return {**key, **off_defaults(job)}
 
 
 def finished(job: dict[str, Any], budget: int) -> dict[str, Any] | None:
@@ -240,9 +242,8 @@ def build_trainer(job: dict[str, Any]) -> Any:
     for policy in team.values():
         policy.max_prompt_tokens = task.max_prompt_tokens
     config_class, trainer_class = CLASSES[job["learner"]]
-    device, generation = job.get("device", "cpu"), job.get("generation", "hf")
     settings = learner_settings(
-        job["learner"], task, recipe, job["seed"], output, device, generation
+        job["learner"], task, recipe, job["seed"], output, job["device"], job["generation"]
     )
     return trainer_class(
         lambda: collabzoo.make(task.env, **train),
@@ -294,10 +295,9 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         "seconds": time.perf_counter() - started,
         "updates": trainer.update,
     }
-    if job.get("device", "cpu") != "cpu":
+    result.update(off_defaults(job))
+    if "device" in result:  # the GPU's name, not just "cuda"
         result["device"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "?"
-    if job.get("generation", "hf") != "hf":
-        result["generation"] = job["generation"]
     (output / "result.json").write_text(json.dumps(result, indent=1))
     return result
 
@@ -397,10 +397,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="runs/learn_real_model")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
-    parser.add_argument("--device", default="cpu", help="where every run trains: cpu, cuda")
+    parser.add_argument(
+        "--device", default=RUN_DEFAULTS["device"], help="where every run trains: cpu, cuda"
+    )
     parser.add_argument(
         "--generation",
-        default="hf",
+        default=RUN_DEFAULTS["generation"],
         choices=("hf", "hf-compiled"),
         help="the rollouts' sampler (generation_backend); hf-compiled: CUDA graphs on a GPU",
     )
