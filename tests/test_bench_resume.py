@@ -81,6 +81,12 @@ def test_resume_can_extend_a_finished_run(tmp_path: Path) -> None:
     assert longer.summary["episodes"] == longer.summary["episodes_planned"] == 5
 
 
+def default_sigint() -> None:
+    """A shell without job control starts a background job with SIGINT ignored, and its
+    children inherit that: a suite run as `pytest &` would see the CLI ignore its Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_stop_signal_on_the_command_line_keeps_finished_episodes(
     tmp_path: Path, stop: signal.Signals
@@ -112,7 +118,12 @@ def test_a_stop_signal_on_the_command_line_keeps_finished_episodes(
             "--no-progress",
         ]
         process = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=os.environ.copy(),
+            preexec_fn=default_sigint,
         )
         path = None
         deadline = time.monotonic() + 300  # hang guards only: a loaded machine is slow
