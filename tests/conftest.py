@@ -50,6 +50,18 @@ def pytest_report_header() -> str | None:
     return "tests/vllm not collected: vLLM is not installed here; .ci/vllm-tests runs them"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding slow tests first, the costliest first (the `slow` marker's `seconds`, from
+    `--durations` on the 2-core machine): the README runs the suite on two workers, one file at
+    a time each, and a long file handed out last would run alone at the end."""
+    cost: dict[Path, float] = {}
+    for item in items:
+        marker = item.get_closest_marker("slow")
+        if marker is not None:
+            cost[item.path] = cost.get(item.path, 0.0) + marker.kwargs.get("seconds", 60)
+    items.sort(key=lambda item: -cost.get(item.path, 0.0))  # stable: a file keeps its order
+
+
 def _shared_data_dir() -> Path:
     configured = os.environ.get("COLLABZOO_SHARED_DATA")
     return Path(configured) if configured else REPOSITORY.parent / "shared" / "data"

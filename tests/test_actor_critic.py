@@ -71,6 +71,7 @@ def critic_parameters(trainer) -> list:
     ],
     ids=["iac", "ippo", "cc"],
 )
+@pytest.mark.slow(seconds=45)
 def test_actor_critic_learners_raise_the_team_reward_on_tinycoop(
     trainer_class, config, tmp_path
 ) -> None:
@@ -374,6 +375,7 @@ def long_horizon_benchmark():
     return benchmark_module("long_horizon")
 
 
+@pytest.mark.slow(seconds=200)
 def test_long_horizon_sparse_comparison_at_equal_environment_steps(capsys) -> None:
     """Reports each learner's learning curve (mean over seeds) and final returns; asserts only
     what is robust: every learner learns, and CC is not worse than IAC by more than the seeds'

@@ -164,6 +164,7 @@ def strip(episode: dict) -> list[dict]:
     ],
     ids=["tldr", "strbuild"],
 )
+@pytest.mark.slow(seconds=80)
 def test_batched_episodes_equal_one_by_one_under_greedy_decoding(
     env: str, protocols: str, count: str, extra: list[str], smollm2: Path, tmp_path: Path
 ) -> None:
@@ -178,6 +179,7 @@ def test_batched_episodes_equal_one_by_one_under_greedy_decoding(
     assert len(texts) > 1  # real, varied answers
 
 
+@pytest.mark.slow(seconds=70)
 def test_the_real_model_plays_coophumaneval_and_its_code_runs_in_docker(
     smollm2: Path, shared_data: Path, docker_sandbox, tmp_path: Path
 ) -> None:

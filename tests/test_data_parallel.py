@@ -46,6 +46,7 @@ def run(command: list[str], cwd: Path) -> None:
 @pytest.mark.parametrize(
     ("learner", "kind"), [("magrpo", "separate"), ("magrpo", "lora"), ("ippo", "separate")]
 )
+@pytest.mark.slow(seconds=50)
 def test_two_gloo_ranks_equal_one_process_with_the_same_shards(
     learner: str, kind: str, tmp_path
 ) -> None:

@@ -43,6 +43,7 @@ def quick(tmp_path_factory) -> tuple[dict, Path]:
     return json.loads((work / "out.json").read_text()), work
 
 
+@pytest.mark.slow(seconds=170)  # the module's `quick` fixture runs the pipeline
 def test_the_quick_pipeline_runs_end_to_end(quick: tuple[dict, Path]) -> None:
     saved, work = quick
     assert saved["tasks"] == ["strbuild"]
@@ -94,6 +95,7 @@ def test_reinforcement_from_the_warm_start_raises_strbuild_iou(quick: tuple[dict
         assert end["mean_return"] > start["mean_return"], (run["seed"], start, end)
 
 
+@pytest.mark.slow(seconds=150)
 def test_a_pretrained_model_is_warm_started_as_a_lora_team(tmp_path) -> None:
     """`--model`: the warm start trains a LoRA adapter per agent on the given model (here a
     saved tiny model standing in for SmolLM2), evaluates the raw model and the warm start on

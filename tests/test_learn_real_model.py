@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import benchmark_module
 from tests.optional import require_module
 
@@ -19,6 +21,7 @@ def benchmark():
     return benchmark_module("learn_real_model")
 
 
+@pytest.mark.slow(seconds=230)
 def test_the_quick_pipeline_trains_evaluates_and_reads_back(smollm2: Path, tmp_path) -> None:
     module = benchmark()
     argv = ["--quick", "--learners", "magrpo", "iac", "--seeds", "0", "--model", str(smollm2)]
@@ -90,6 +93,7 @@ every seed's gain; twice the learning rate (1e-3) gained less on seeds 0 and 1 (
 """
 
 
+@pytest.mark.slow(seconds=840)
 def test_magrpo_raises_the_pretrained_teams_held_out_tldr_return(smollm2: Path, tmp_path) -> None:
     """The pretrained model learns as a LoRA team: each seed ends above its untrained start on
     the held-out posts, and the seeds' mean gain clears LEARNED_GAIN."""

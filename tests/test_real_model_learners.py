@@ -73,6 +73,7 @@ LEARNERS = {
 
 
 @pytest.mark.parametrize("name", sorted(LEARNERS))
+@pytest.mark.slow(seconds=60)
 def test_every_learner_trains_and_resumes_a_lora_team_of_the_real_model(
     name: str, smollm2: Path, tmp_path
 ) -> None:
