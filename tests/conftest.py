@@ -24,6 +24,16 @@ from collabzoo.sandbox.probe import isolation_proven
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each xdist worker gets its share of the cores, before anything imports torch: two workers
+    # at two threads each on the 2-core machine ran a real-model test 5x slower than either at
+    # one thread (OpenMP threads spinning against each other), and CI overran its 90 minutes.
+    # Subprocesses the tests start inherit the setting.
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    _threads = str(max(1, (os.cpu_count() or 1) // _workers))
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, _threads)
+
 
 def benchmark_module(name: str, registered: str | None = None) -> types.ModuleType:
     """`benchmarks/<name>.py` (not a package), imported under `registered` (default `name`) in

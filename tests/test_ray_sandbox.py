@@ -57,7 +57,9 @@ def containers(sandbox) -> list:
     import docker
 
     pools = {node["pool"] for node in sandbox.nodes.values()}
-    found = docker.from_env().containers.list(all=True, filters={"label": LABEL})
+    found = docker.from_env().containers.list(
+        all=True, filters={"label": LABEL}, ignore_removed=True
+    )
     return [c for c in found if c.labels.get(POOL_LABEL) in pools]
 
 

@@ -557,7 +557,9 @@ def test_a_limit_the_runner_cannot_set_is_a_sandbox_error() -> None:
     assert out.stdout.startswith("SandboxError") and "RLIMIT_FSIZE" in out.stdout, out
 
 
-def test_the_process_backend_leaves_no_scratch_folders() -> None:
+def test_the_process_backend_leaves_no_scratch_folders(tmp_path, monkeypatch) -> None:
+    # a temporary folder of its own: another test worker's sandboxes come and go in the shared one
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before = set(Path(tempfile.gettempdir()).glob("collabzoo-sandbox-*"))
     with get_sandbox("process", size=2) as sandbox:
         result = sandbox.run(

@@ -145,10 +145,49 @@ def test_stale_containers_of_a_dead_owner_are_swept(docker_sandbox) -> None:
         )
     try:
         assert remove_stale_containers(client) >= 1
-        left = {c.id for c in client.containers.list(all=True, filters={"label": LABEL})}
+        listed = client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
+        left = {c.id for c in listed}
         assert made[dead].id not in left, "the dead owner's container survived"
         assert made[str(os.getpid())].id in left, "a live owner's container was removed"
     finally:
+        for container in made.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+
+
+def test_the_sweep_skips_a_container_removed_while_it_lists(docker_sandbox, monkeypatch) -> None:
+    """Two pools starting at once: one removes its container after the daemon listed it for the
+    other's sweep and before the sweep inspects it. The sweep still removes a dead owner's
+    container (CI's two test workers once failed a pool's start here with the daemon's 404)."""
+    client = docker_sandbox.client
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    made = {
+        owner: client.containers.create(
+            docker_sandbox.image,
+            ["python3", "-c", "import time; time.sleep(60)"],
+            network_mode="none",
+            labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:{owner}"},
+        )
+        for owner in (dead, str(os.getpid()))
+    }
+    vanishing = made[str(os.getpid())]
+    listing = client.api.containers
+
+    def list_then_lose_one(*args, **kwargs):
+        answer = listing(*args, **kwargs)
+        assert vanishing.id in {entry["Id"] for entry in answer}
+        vanishing.remove(force=True)  # the other pool's shutdown, between list and inspect
+        return answer
+
+    monkeypatch.setattr(client.api, "containers", list_then_lose_one)
+    try:
+        assert remove_stale_containers(client) >= 1
+        for container in made.values():
+            with pytest.raises(docker.errors.NotFound):
+                client.containers.get(container.id)
+    finally:
+        monkeypatch.undo()
         for container in made.values():
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)

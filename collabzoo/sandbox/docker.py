@@ -75,10 +75,13 @@ def _owner() -> str:
 
 
 def remove_stale_containers(client: Any) -> int:
-    """Remove sandbox containers whose owning process (on this host) is gone."""
+    """Remove sandbox containers whose owning process (on this host) is gone. Another pool may
+    remove its own containers between the daemon's listing and their inspection: those are
+    skipped, not an error."""
     removed = 0
     host = socket.gethostname()
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
+    listed = client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
+    for container in listed:
         owner_host, _, pid = container.labels.get(OWNER_LABEL, ":").partition(":")
         if owner_host == host and pid.isdigit():
             try:
