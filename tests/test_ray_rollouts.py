@@ -44,8 +44,10 @@ PYTHONPATH = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
 @pytest.fixture(scope="module", autouse=True)
 def local_cluster():
     """A real Ray cluster on this machine (loopback only), shut down after the module; its
-    workers import this repository's test envs."""
+    workers import this repository's test envs. `address="local"`: always a new instance, never
+    the cluster another test worker's `ray.cluster_utils.Cluster` advertises on this machine."""
     ray.init(
+        address="local",
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
