@@ -260,7 +260,8 @@ class DockerSandbox(PooledSandbox):
         failed half-way (a timeout after `create`) is not held by any worker."""
         with contextlib.suppress(Exception):
             mine = {"label": f"{POOL_LABEL}={self.pool_id}"}
-            for container in self.client.containers.list(all=True, filters=mine):
+            listed = self.client.containers.list(all=True, filters=mine, ignore_removed=True)
+            for container in listed:
                 with contextlib.suppress(Exception):
                     container.remove(force=True)
 
