@@ -129,20 +129,28 @@ def test_auto_falls_back_to_the_process_backend_and_says_so(monkeypatch, capfd) 
     assert "PROCESS backend" in capfd.readouterr().err
 
 
-def test_stale_containers_of_a_dead_owner_are_swept(docker_sandbox) -> None:
-    """A run that crashed leaves containers labelled with its pid; the next sandbox removes them
-    and leaves a live owner's alone."""
-    client = docker_sandbox.client
+def dead_and_live_owners_containers(sandbox: DockerSandbox) -> tuple[str, dict[str, Any]]:
+    """A sandbox container labelled with a pid that has exited, and one with this process's: a
+    crashed run's leftover and a live pool's. Returns the dead pid and the containers by owner."""
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    made = {}
-    for owner in (dead, str(os.getpid())):
-        made[owner] = client.containers.create(
-            docker_sandbox.image,
+    made = {
+        owner: sandbox.client.containers.create(
+            sandbox.image,
             ["python3", "-c", "import time; time.sleep(60)"],
             network_mode="none",
             labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:{owner}"},
         )
+        for owner in (dead, str(os.getpid()))
+    }
+    return dead, made
+
+
+def test_stale_containers_of_a_dead_owner_are_swept(docker_sandbox) -> None:
+    """A run that crashed leaves containers labelled with its pid; the next sandbox removes them
+    and leaves a live owner's alone."""
+    client = docker_sandbox.client
+    dead, made = dead_and_live_owners_containers(docker_sandbox)
     try:
         assert remove_stale_containers(client) >= 1
         listed = client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
@@ -160,17 +168,7 @@ def test_the_sweep_skips_a_container_removed_while_it_lists(docker_sandbox, monk
     other's sweep and before the sweep inspects it. The sweep still removes a dead owner's
     container (CI's two test workers once failed a pool's start here with the daemon's 404)."""
     client = docker_sandbox.client
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    made = {
-        owner: client.containers.create(
-            docker_sandbox.image,
-            ["python3", "-c", "import time; time.sleep(60)"],
-            network_mode="none",
-            labels={LABEL: "1", OWNER_LABEL: f"{socket.gethostname()}:{owner}"},
-        )
-        for owner in (dead, str(os.getpid()))
-    }
+    _, made = dead_and_live_owners_containers(docker_sandbox)
     vanishing = made[str(os.getpid())]
     listing = client.api.containers
 
