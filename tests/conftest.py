@@ -51,13 +51,13 @@ def benchmark_module(name: str, registered: str | None = None) -> types.ModuleTy
 VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
 collect_ignore = [] if VLLM_INSTALLED else ["vllm"]
 """tests/vllm need vLLM, whose pins clash with the other extras: `.ci/vllm-tests` runs them in a
-virtual environment of their own (the README's test command calls it)."""
+virtual environment of their own, and tests/test_vllm_suite.py runs that as one job of the suite."""
 
 
 def pytest_report_header() -> str | None:
     if VLLM_INSTALLED:
         return None
-    return "tests/vllm not collected: vLLM is not installed here; .ci/vllm-tests runs them"
+    return "tests/vllm not collected here: tests/test_vllm_suite.py runs them in .venv-vllm"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -2,9 +2,9 @@
 team's on the same tiny model, for one model for every agent and for a LoRA team's checkpoint.
 
 vLLM pins a transformers older than the other extras allow, so these tests run in a virtual
-environment of their own: `.ci/vllm-tests` makes it and runs them (the README's test command
-calls it). The tiny model has head_dim 64 (hidden 128, 2 heads): vLLM's CPU attention refuses
-the default tiny model's head_dim 16.
+environment of their own: `.ci/vllm-tests` makes it and runs them (tests/test_vllm_suite.py
+calls it, as one job of the README's test command). The tiny model has head_dim 64 (hidden 128,
+2 heads): vLLM's CPU attention refuses the default tiny model's head_dim 16.
 """
 
 from __future__ import annotations
