@@ -34,6 +34,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_variable, _threads)
 
+# Every Ray node the tests start (`ray.init`, `ray.cluster_utils.Cluster`) takes the loopback
+# address: on Linux Ray otherwise gives a node the address of the interface its default route
+# leaves by, even for `_node_ip_address="127.0.0.1"`, and the tests may use no other. Ray reads
+# this when it is imported, so it is set before any test module imports it.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
 
 def benchmark_module(name: str, registered: str | None = None) -> types.ModuleType:
     """`benchmarks/<name>.py` (not a package), imported under `registered` (default `name`) in

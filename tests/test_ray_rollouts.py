@@ -54,6 +54,7 @@ def local_cluster():
         _node_ip_address="127.0.0.1",
         runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(ROOT), *PYTHONPATH])}},
     )
+    assert {node["NodeManagerAddress"] for node in ray.nodes()} == {"127.0.0.1"}
     yield
     ray.shutdown()
 

@@ -41,6 +41,9 @@ def cluster():
         log_to_driver=False,
         runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(ROOT), *PYTHONPATH])}},
     )
+    # loopback only (tests/conftest.py): both nodes and the driver on 127.0.0.1
+    assert {node["NodeManagerAddress"] for node in ray.nodes()} == {"127.0.0.1"}
+    assert made.address.startswith("127.0.0.1:")
     yield made, extra
     ray.shutdown()
     made.shutdown()
