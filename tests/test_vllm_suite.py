@@ -18,7 +18,7 @@ from tests.conftest import REPOSITORY, VLLM_INSTALLED
 VENV = REPOSITORY / ".venv-vllm"
 
 
-@pytest.mark.slow(seconds=1400)
+@pytest.mark.slow(seconds=1690)
 def test_the_vllm_tests_pass_in_their_own_environment(tmp_path: Path) -> None:
     if VLLM_INSTALLED:
         pytest.skip("vLLM is installed in this environment: tests/vllm are collected directly")
