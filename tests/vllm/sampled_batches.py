@@ -1,9 +1,11 @@
 """Run by `test_vllm_bench.py` in a process of its own (vLLM's engine starts a child process,
 hence the main guard): one vLLM engine serving SmolLM2-135M-Instruct plays the same sampled
 TLDR episodes one at a time and all at once, then answers eight long seeded prompts in one
-call and one by one (a batch far over vLLM's default prefill budget of 4,096 tokens, which a CPU
-engine must not split), and loads the team again (a later run of the process reuses the
-engine); prints what it saw as JSON.
+call and one by one (a batch over twice the engine's prefill budget, which a CPU engine must not
+split), and loads the team again (a later run of the process reuses the engine); prints what it
+saw as JSON. The engine's context is cut to CONTEXT tokens, which sets its budget to collabzoo's
+CPU floor of 2,048 (the model's own 8,192 would need prompts four times as long: the same check
+at several times the prefill).
 
     python -m tests.vllm.sampled_batches OUTPUT_FOLDER EPISODES
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from collabzoo.bench.models import ModelOptions, Sampling
 from collabzoo.bench.teams import Team, load_local_team
 
 MODEL = "smollm2-135m-instruct"
+CONTEXT = 1024
 
 
 class LoadedTeam:
@@ -42,7 +46,8 @@ def main(output: Path, episodes: int) -> None:
     import collabzoo
 
     agents = collabzoo.pettingzoo_make("tldr", data="sample").possible_agents
-    members = load_local_team("vllm", [MODEL], agents, ModelOptions(dtype="float32"))
+    options = ModelOptions(dtype="float32", vllm_kwargs={"max_model_len": CONTEXT})
+    members = load_local_team("vllm", [MODEL], agents, options)
     (model,) = {id(m): m for m in members.values()}.values()
     sampling = Sampling(max_new_tokens=40)  # the reference's temperature, top-p and top-k
     report: dict[str, Any] = {}
@@ -54,7 +59,7 @@ def main(output: Path, episodes: int) -> None:
             episodes=episodes,
             env_kwargs={"data": "sample"},
             sampling=sampling,
-            options=ModelOptions(dtype="float32", episodes_at_once=at_once),
+            options=replace(options, episodes_at_once=at_once),
         )
         before = len(model.batcher.batches)
         outcome = run_bench(run, output / f"at-once-{at_once}", progress=False)
@@ -64,17 +69,19 @@ def main(output: Path, episodes: int) -> None:
             "batches": model.batcher.batches[before:],
         }
     post = collabzoo.make("tldr", data="sample").reset(seed=0)[0][agents[0]]
-    long_prompts = [f"Variant {k}.\n" + post * 4 for k in range(8)]
+    long_prompts = [f"Variant {k}.\n" + post * 2 for k in range(8)]
     seeds = list(range(100, 108))
     free = Sampling(max_new_tokens=24, temperature=1.0, top_p=1.0, top_k=0)  # seeds matter
     together = model.generate(long_prompts, free, seeds)
     alone = [model.generate([p], free, [s])[0] for p, s in zip(long_prompts, seeds, strict=True)]
     report["long"] = {
         "prompt_tokens": [len(model.encoder.encode_prompt(p)) for p in long_prompts],
+        "budget": model.engine.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens,
+        "context": CONTEXT,
         "together": [g.text for g in together],
         "alone": [g.text for g in alone],
     }
-    again = load_local_team("vllm", [MODEL], agents, ModelOptions(dtype="float32"))
+    again = load_local_team("vllm", [MODEL], agents, options)
     report["same_engine"] = all(m.engine is model.engine for m in again.values())
     print("REPORT " + json.dumps(report))
 

@@ -1,8 +1,8 @@
 """`benchmarks/gpu_scale.py --generation vllm` in its CPU mode, on a real vLLM engine: the path
 a user runs on their own GPU, end to end at Qwen2.5-0.5B's width and vocabulary in bf16 (one
-layer, one prompt, K=2, 4 new tokens, so it fits the CI machine), for two separate models (the
-weights reloaded into each engine every step) and a LoRA team (one engine, its adapters
-re-registered every step)."""
+layer, one prompt of 4 tokens, K=2, 2 new tokens, so it fits the CI machine), for two separate
+models (the weights reloaded into each engine every step) and a LoRA team (one engine, its
+adapters re-registered every step)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_gpu_scale_trains_with_vllm_generation(tmp_path, monkeypatch) -> None:
         [
             *("--device", "cpu", "--shape", "qwen2.5-0.5b", "--layers", "1"),
             *("--steps", "1", "--learners", "magrpo", "--teams", "separate,lora"),
-            *("--prompts", "1", "--k", "2", "--prompt-tokens", "8", "--new-tokens", "4"),
+            *("--prompts", "1", "--k", "2", "--prompt-tokens", "4", "--new-tokens", "2"),
             *(
                 "--generation",
                 "vllm",
