@@ -78,6 +78,7 @@ def main(output: Path, episodes: int) -> None:
         "prompt_tokens": [len(model.encoder.encode_prompt(p)) for p in long_prompts],
         "budget": model.engine.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens,
         "context": CONTEXT,
+        "new_tokens": free.max_new_tokens,
         "together": [g.text for g in together],
         "alone": [g.text for g in alone],
     }
