@@ -220,6 +220,8 @@ def finished(job: dict[str, Any], budget: int) -> dict[str, Any] | None:
     points = [p for p in saved["points"] if p["env_steps"] <= budget]
     if not points or points[-1]["env_steps"] < budget:
         return None
+    if len(points) < len(saved["points"]):  # cut: its update times run past the budget
+        saved.pop("update_seconds", None)
     return {**saved, "points": points}
 
 
@@ -266,6 +268,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     trainer = build_trainer(job)
     output = Path(job["output"])
     points: list[dict[str, Any]] = []
+    update_seconds: list[float] = []  # what a compiled sampler's break-even is read from
     started = time.perf_counter()
 
     def evaluate() -> None:
@@ -279,7 +282,18 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     try:
         evaluate()
         while trainer.rollout.env_steps < recipe.budget:
+            began = time.perf_counter()
             trainer.train_step()
+            update_seconds.append(time.perf_counter() - began)
+            tag = f"update {trainer.update} ({trainer.rollout.env_steps} env steps)"
+            print(
+                job["task"],
+                job["learner"],
+                job["seed"],
+                tag,
+                f"{update_seconds[-1]:.2f} s",
+                flush=True,
+            )
             if trainer.rollout.env_steps >= recipe.every * len(points):
                 evaluate()
         if points[-1]["env_steps"] < trainer.rollout.env_steps:
@@ -294,6 +308,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         "points": points,
         "seconds": time.perf_counter() - started,
         "updates": trainer.update,
+        "update_seconds": [round(seconds, 3) for seconds in update_seconds],
     }
     result.update(off_defaults(job))
     if "device" in result:  # the GPU's name, not just "cuda"

@@ -37,6 +37,7 @@ def test_the_quick_pipeline_trains_evaluates_and_reads_back(smollm2: Path, tmp_p
     for run in runs.values():
         first, last = run["points"][0], run["points"][-1]
         assert first["env_steps"] == 0 and last["env_steps"] == 4 and run["updates"] == 1
+        assert len(run["update_seconds"]) == 1 and run["update_seconds"][0] > 0
         for point in (first, last):  # the TLDR reward's components, held out
             assert {"mean_return", "level", "length_ratio", "words_1", "words_2"} <= set(point)
             assert 0.0 <= point["mean_return"] <= 3.0
@@ -66,6 +67,12 @@ def test_a_gpu_or_compiled_run_is_never_read_back_as_a_cpu_one(tmp_path) -> None
     Path(cpu["output"]).mkdir(parents=True)
     (Path(cpu["output"]) / "result.json").write_text(json.dumps(saved))
     assert module.finished(cpu, 8)["points"] == saved["points"]
+    longer = {**saved, "points": [*saved["points"], {"env_steps": 16}], "update_seconds": [1, 2]}
+    (Path(cpu["output"]) / "result.json").write_text(json.dumps(longer))
+    cut = module.finished(cpu, 8)  # read back at a shorter budget: its update times don't fit
+    assert cut["points"] == saved["points"] and "update_seconds" not in cut
+    assert module.finished(cpu, 16)["update_seconds"] == [1, 2]
+    (Path(cpu["output"]) / "result.json").write_text(json.dumps(saved))
     assert Path(cpu["output"]) == tmp_path / "tldr" / "magrpo-seed0"
     for other in (job(device="cuda:1"), job(generation="hf-compiled")):
         assert module.job_key(other) != module.job_key(cpu)

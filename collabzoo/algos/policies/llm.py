@@ -48,7 +48,7 @@ from collabzoo.algos.policies.scoring import PolicyScoring
 COMPILED_PROMPT_MULTIPLE = 64
 """With `compile_generation`, prompts are left-padded to a multiple of this many tokens, so
 updates whose prompts differ by a few tokens reuse one compiled graph (a new shape compiles
-again: about 40-70 s on a GPU)."""
+again: 40-120 s on a GPU)."""
 
 STATIC_CACHE_MIXED_DTYPES = "5.24"
 """The first transformers whose static cache holds float32 keys beside bf16 values."""
