@@ -23,7 +23,9 @@ at a time; runs go to `--work` (runs/learn_real_model), and a run whose settings
 whose budget reached this one's is read back instead of run again. The model is the short name
 `smollm2-135m-instruct` (pulled once with `collabzoo model pull`) or any folder (`--model`).
 `--device cuda` runs the same recipe on a GPU, `--generation hf-compiled` with its compiled
-sampler; both change the samples, so such runs have folders and keys of their own.
+sampler; both change the samples, so such runs have folders and keys of their own. Every
+update's wall time is printed and saved (`update_seconds`): a compiled sampler's first
+updates pay its compilations, and its break-even is read from two runs' times.
 """
 
 from __future__ import annotations
