@@ -286,16 +286,11 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         while trainer.rollout.env_steps < recipe.budget:
             began = time.perf_counter()
             trainer.train_step()
-            update_seconds.append(time.perf_counter() - began)
-            tag = f"update {trainer.update} ({trainer.rollout.env_steps} env steps)"
-            print(
-                job["task"],
-                job["learner"],
-                job["seed"],
-                tag,
-                f"{update_seconds[-1]:.2f} s",
-                flush=True,
+            update_seconds.append(seconds := time.perf_counter() - began)
+            done = (
+                f"update {trainer.update} ({trainer.rollout.env_steps} env steps) {seconds:.2f} s"
             )
+            print(job["task"], job["learner"], job["seed"], done, flush=True)
             if trainer.rollout.env_steps >= recipe.every * len(points):
                 evaluate()
         if points[-1]["env_steps"] < trainer.rollout.env_steps:
