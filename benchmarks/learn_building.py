@@ -31,8 +31,11 @@ the reference rewards (H = 4, the reference feedback and memory):
 
 Runs go to `--work` (runs/learn_building): each task's dataset, warm start and metrics. Each
 (task, learner, seed) runs in its own process with one torch thread, `--workers` at a time. Run
-it again and what is finished is read back: the dataset, the warm start, and every run whose
-settings match and whose budget reached this one's (its curve cut there).
+it again and what is finished is read back: the dataset, the warm start made with the same
+settings, and every run whose settings match and whose budget reached this one's (its curve cut
+there). `--device cuda` runs the warm start, the evaluations and every learner on a GPU, in
+folders of their own (`<task>-cuda`): StrBuild needs no sandbox, and a real model's
+evaluation there took over an hour on a CPU core.
 """
 
 from __future__ import annotations
@@ -133,6 +136,9 @@ class Recipe:
     max_new_tokens: int | None = None
     """None: the task's."""
     sft_gradient_checkpointing: bool = False
+    device: str = "cpu"
+    """Where the warm start, the evaluations and every run compute (`cpu`, `cuda`): a GPU draws
+    other samples, so its runs have folders and keys of their own."""
 
 
 QUICK = Recipe(
@@ -263,6 +269,7 @@ def saved_evaluation(
             "episodes": recipe.eval_episodes or task.eval_episodes,
             "max_prompt_tokens": prompt_tokens(task, recipe),
             "max_new_tokens": new_tokens(task, recipe),
+            "device": recipe.device,
         }
     )
     if path.is_file():
@@ -283,8 +290,11 @@ def warm_start(
     from collabzoo.algos import SupervisedConfig, SupervisedTrainer
 
     summary_file = folder / "summary.json"
+    key = jsonable({"task": task.name, "kwargs": kwargs, "recipe": warm_recipe(recipe)})
     if summary_file.is_file():
-        return json.loads(summary_file.read_text())
+        saved = json.loads(summary_file.read_text())
+        if saved.pop("key", None) == key:
+            return saved
     began = time.perf_counter()
     policies = fresh_team(recipe, rows, prompt_tokens(task, recipe))
     raw = None
@@ -299,7 +309,7 @@ def warm_start(
         max_steps=steps,
         per_device_train_batch_size=recipe.sft_batch or task.sft_batch,
         logging_steps=max(1, steps // 20),
-        device="cpu",
+        device=recipe.device,
         gradient_checkpointing=recipe.sft_gradient_checkpointing,
     )
     trainer = SupervisedTrainer(policies, rows, config)
@@ -318,8 +328,16 @@ def warm_start(
         summary["raw"] = raw
         summary["warm"] = evaluate_team(task, recipe, kwargs, policies, folder / "eval")
         summary["minutes_with_evaluations"] = (time.perf_counter() - began) / 60
-    summary_file.write_text(json.dumps(summary, indent=2))
+    summary_file.write_text(json.dumps({**summary, "key": key}, indent=2))
     return summary
+
+
+def warm_recipe(recipe: Recipe) -> dict[str, Any]:
+    """The recipe's fields a warm start depends on: all but the learners' (budget, evaluation
+    interval, RL learning rate). A warm start of other settings is made again, not read back."""
+    return {
+        k: v for k, v in asdict(recipe).items() if k not in ("budget", "every", "learning_rate")
+    }
 
 
 def every_target(env: Any) -> Any:
@@ -350,7 +368,7 @@ def learner_settings(name: str, task: Task, recipe: Recipe, seed: int, output: P
         "tensorboard": False,
         "progress": False,
         "save_steps": 0,
-        "device": "cpu",
+        "device": recipe.device,
     }
     if name in ("mareinforce", "magrpo"):  # a full tree of branching 2 over 4 turns: 30 steps
         settings.update(
@@ -465,7 +483,11 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     finally:
         trainer.close()
     seconds = time.perf_counter() - started
-    return {"task": task.name, "learner": name, "seed": seed, "points": points, "seconds": seconds}
+    result = {"task": task.name, "learner": name, "seed": seed, "points": points}
+    result["seconds"] = seconds
+    if recipe.device != "cpu":  # the GPU's name, not just "cuda"
+        result["device"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "?"
+    return result
 
 
 # ----- reporting ------------------------------------------------------------------------------
@@ -584,6 +606,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the reference houses (houses.json); default: the package's houses",
     )
     parser.add_argument("--quick", action="store_true", help="the whole pipeline at toy sizes")
+    parser.add_argument(
+        "--device", default="cpu", help="where the warm start and every run compute: cpu, cuda"
+    )
     parser.add_argument("--workers", type=int, default=2, help="runs at a time")
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads of the warm start (default: all)"
@@ -632,6 +657,7 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
         recipe = replace(recipe, learning_rate=args.learning_rate)
     if args.eval_episodes is not None:
         recipe = replace(recipe, eval_episodes=args.eval_episodes)
+    recipe = replace(recipe, device=args.device)
     work = Path(args.work)
     if args.threads:
         import torch
@@ -641,7 +667,7 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     for name in args.tasks:
         task = TASKS[name]
         kwargs = env_kwargs(task, recipe, args.housebuild_data)
-        folder = work / name
+        folder = work / (name if recipe.device == "cpu" else f"{name}-{recipe.device}")
         rows = demonstrations(task, recipe, kwargs, folder / "data")
         warm_starts[name] = warm_start(task, recipe, rows, folder / "warm", kwargs)
         print(f"{name}: warm start {warm_starts[name]}", flush=True)
@@ -673,6 +699,8 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     )
     if recipe.model:
         subtitle = f"{recipe.model} (LoRA rank {recipe.lora_rank}), {subtitle}"
+    if recipe.device != "cpu":
+        subtitle = f"{subtitle}, on {recipe.device}"
     houses = Path(args.housebuild_data).name if args.housebuild_data else "the package's houses"
     return {
         "tasks": args.tasks,

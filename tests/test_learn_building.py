@@ -5,6 +5,8 @@ exists for at CI size: reinforcement from the warm start raises StrBuild's IoU."
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -85,6 +87,27 @@ def test_a_second_run_reads_back_what_is_finished(quick: tuple[dict, Path]) -> N
     for before, after in zip(saved["runs"], again["runs"], strict=True):
         assert after["points"] == before["points"][:2]
         assert after["points"][-1]["env_steps"] == 480 and after["seconds"] < before["seconds"]
+
+
+def test_a_warm_start_of_other_settings_is_made_again(quick: tuple[dict, Path], tmp_path) -> None:
+    """A saved warm start is read back only for the settings it was made with: another number
+    of optimiser steps (or device, or model) trains a new one instead of reusing it."""
+    import datasets
+
+    saved, work = quick
+    module = benchmark()
+    task, recipe = module.TASKS["strbuild"], module.QUICK
+    kwargs = module.env_kwargs(task, recipe, None)
+    rows = datasets.load_from_disk(str(work / "strbuild" / "data"))
+    folder = tmp_path / "warm"
+    shutil.copytree(work / "strbuild" / "warm", folder)
+    assert module.warm_start(task, recipe, rows, folder, kwargs) == saved["warm_starts"]["strbuild"]
+    changed = replace(recipe, sft_steps=2)
+    again = module.warm_start(task, changed, rows, folder, kwargs)
+    assert again["loss_after"] != saved["warm_starts"]["strbuild"]["loss_after"]
+    stored = json.loads((folder / "summary.json").read_text())
+    assert stored["key"]["recipe"]["sft_steps"] == 2 and "budget" not in stored["key"]["recipe"]
+    assert module.warm_start(task, changed, rows, folder, kwargs) == again  # now read back
 
 
 def test_reinforcement_from_the_warm_start_raises_strbuild_iou(quick: tuple[dict, Path]) -> None:
