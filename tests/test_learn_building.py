@@ -130,7 +130,7 @@ def test_a_pretrained_model_is_warm_started_as_a_lora_team(tmp_path) -> None:
     tokenizer.save_pretrained(tmp_path / "model")
     work = tmp_path / "work"
     argv = ["--quick", "--tasks", "strbuild", "--learners", "magrpo", "--seeds", "0"]
-    argv += ["--model", str(tmp_path / "model"), "--sft-steps", "5", "--eval-episodes", "4"]
+    argv += ["--model", str(tmp_path / "model"), "--sft-steps", "5", "--eval-episodes", "2"]
     argv += ["--threads", "1"]
     argv += ["--budget", "30", "--every", "30", "--work", str(work), "--json", str(tmp_path / "o")]
     assert benchmark().main(argv) == 0
