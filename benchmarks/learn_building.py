@@ -386,11 +386,13 @@ def learner_settings(name: str, task: Task, recipe: Recipe, seed: int, output: P
 
 def settings_key(job: dict[str, Any]) -> dict[str, Any]:
     """What a run's curve depends on, but for its length: a finished longer run answers a shorter
-    budget with its first points (the learners' learning rates are constant)."""
+    budget with its first points (the learners' learning rates are constant). The device
+    enters only where it is not the CPU, so runs saved before it was an option still match."""
     task, recipe = TASKS[job["task"]], Recipe(**job["recipe"])
+    unkeyed = {"budget"} | ({"device"} if recipe.device == "cpu" else set())
     return {
         "task": {k: v for k, v in asdict(task).items() if k != "budget"},
-        "recipe": {k: v for k, v in asdict(recipe).items() if k != "budget"},
+        "recipe": {k: v for k, v in asdict(recipe).items() if k not in unkeyed},
         "every": recipe.every or task.every,
         **{k: job[k] for k in ("kwargs", "learner", "seed", "warm")},
     }

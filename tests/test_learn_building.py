@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -108,6 +108,17 @@ def test_a_warm_start_of_other_settings_is_made_again(quick: tuple[dict, Path], 
     stored = json.loads((folder / "summary.json").read_text())
     assert stored["key"]["recipe"]["sft_steps"] == 2 and "budget" not in stored["key"]["recipe"]
     assert module.warm_start(task, changed, rows, folder, kwargs) == again  # now read back
+
+
+def test_a_gpu_run_is_keyed_apart_from_the_cpu_runs() -> None:
+    """A run on `--device cuda` never reads back a CPU run's curve (nor the reverse), while a CPU
+    run's key is what it was before the device was an option."""
+    module = benchmark()
+    job = {"task": "strbuild", "kwargs": {}, "learner": "cc", "seed": 0, "warm": "warm/final"}
+    cpu = module.settings_key({**job, "recipe": asdict(module.QUICK)})
+    gpu = module.settings_key({**job, "recipe": asdict(replace(module.QUICK, device="cuda"))})
+    assert "device" not in cpu["recipe"] and gpu["recipe"]["device"] == "cuda"
+    assert {k: v for k, v in gpu["recipe"].items() if k != "device"} == cpu["recipe"]
 
 
 def test_reinforcement_from_the_warm_start_raises_strbuild_iou(quick: tuple[dict, Path]) -> None:
