@@ -35,7 +35,7 @@ it again and what is finished is read back: the dataset, the warm start made wit
 settings, and every run whose settings match and whose budget reached this one's (its curve cut
 there). `--device cuda` runs the warm start, the evaluations and every learner on a GPU, in
 folders of their own (`<task>-cuda`): StrBuild needs no sandbox, and a real model's
-evaluation there took over an hour on a CPU core.
+evaluation on it took over an hour on a CPU core.
 """
 
 from __future__ import annotations
@@ -259,8 +259,9 @@ def saved_evaluation(
     path: Path, task: Task, recipe: Recipe, kwargs: dict[str, Any], policies: dict[str, Any]
 ) -> dict[str, float]:
     """`evaluate_team`'s result, written to `path` as soon as it exists and read back on a rerun
-    with the same task, model and evaluation settings (the raw model's evaluation, which does
-    not depend on the warm start's)."""
+    with the same task, model, device and evaluation settings (the raw model's evaluation, which
+    does not depend on the warm start's). The device is keyed only off the CPU, so an evaluation
+    saved before it was an option still reads back."""
     key = jsonable(
         {
             "task": task.name,
@@ -269,7 +270,7 @@ def saved_evaluation(
             "episodes": recipe.eval_episodes or task.eval_episodes,
             "max_prompt_tokens": prompt_tokens(task, recipe),
             "max_new_tokens": new_tokens(task, recipe),
-            "device": recipe.device,
+            **({} if recipe.device == "cpu" else {"device": recipe.device}),
         }
     )
     if path.is_file():
