@@ -259,9 +259,8 @@ def saved_evaluation(
     path: Path, task: Task, recipe: Recipe, kwargs: dict[str, Any], policies: dict[str, Any]
 ) -> dict[str, float]:
     """`evaluate_team`'s result, written to `path` as soon as it exists and read back on a rerun
-    with the same task, model, device and evaluation settings (the raw model's evaluation, which
-    does not depend on the warm start's). The device is keyed only off the CPU, so an evaluation
-    saved before it was an option still reads back."""
+    with the same task, model, device (`keyed_device`) and evaluation settings (the raw model's
+    evaluation, which does not depend on the warm start's)."""
     key = jsonable(
         {
             "task": task.name,
@@ -270,7 +269,7 @@ def saved_evaluation(
             "episodes": recipe.eval_episodes or task.eval_episodes,
             "max_prompt_tokens": prompt_tokens(task, recipe),
             "max_new_tokens": new_tokens(task, recipe),
-            **({} if recipe.device == "cpu" else {"device": recipe.device}),
+            **keyed_device(recipe),
         }
     )
     if path.is_file():
@@ -336,9 +335,14 @@ def warm_start(
 def warm_recipe(recipe: Recipe) -> dict[str, Any]:
     """The recipe's fields a warm start depends on: all but the learners' (budget, evaluation
     interval, RL learning rate). A warm start of other settings is made again, not read back."""
-    return {
-        k: v for k, v in asdict(recipe).items() if k not in ("budget", "every", "learning_rate")
-    }
+    unkeyed = ("budget", "every", "learning_rate", "device")
+    return {**{k: v for k, v in asdict(recipe).items() if k not in unkeyed}, **keyed_device(recipe)}
+
+
+def keyed_device(recipe: Recipe) -> dict[str, str]:
+    """The device as every saved result's key holds it: only off the CPU, so what was saved
+    before the device was an option still reads back."""
+    return {} if recipe.device == "cpu" else {"device": recipe.device}
 
 
 def every_target(env: Any) -> Any:
@@ -387,13 +391,12 @@ def learner_settings(name: str, task: Task, recipe: Recipe, seed: int, output: P
 
 def settings_key(job: dict[str, Any]) -> dict[str, Any]:
     """What a run's curve depends on, but for its length: a finished longer run answers a shorter
-    budget with its first points (the learners' learning rates are constant). The device
-    enters only where it is not the CPU, so runs saved before it was an option still match."""
+    budget with its first points (the learners' learning rates are constant)."""
     task, recipe = TASKS[job["task"]], Recipe(**job["recipe"])
-    unkeyed = {"budget"} | ({"device"} if recipe.device == "cpu" else set())
+    fields = {k: v for k, v in asdict(recipe).items() if k not in ("budget", "device")}
     return {
         "task": {k: v for k, v in asdict(task).items() if k != "budget"},
-        "recipe": {k: v for k, v in asdict(recipe).items() if k not in unkeyed},
+        "recipe": {**fields, **keyed_device(recipe)},
         "every": recipe.every or task.every,
         **{k: job[k] for k in ("kwargs", "learner", "seed", "warm")},
     }
@@ -486,8 +489,13 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     finally:
         trainer.close()
     seconds = time.perf_counter() - started
-    result = {"task": task.name, "learner": name, "seed": seed, "points": points}
-    result["seconds"] = seconds
+    result = {
+        "task": task.name,
+        "learner": name,
+        "seed": seed,
+        "points": points,
+        "seconds": seconds,
+    }
     if recipe.device != "cpu":  # the GPU's name, not just "cuda"
         result["device"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "?"
     return result
