@@ -20,7 +20,9 @@ run in the sandbox; train split for training, eval split held out; the data file
 
 Each (task, learner, seed) runs in its own process with `--threads` torch threads, `--workers`
 at a time; runs go to `--work` (runs/learn_real_model), and a run whose settings match and
-whose budget reached this one's is read back instead of run again. The model is the short name
+whose budget reached this one's is read back instead of run again. A run cut short (killed,
+or finished at a smaller budget) continues from its last update's checkpoint, so a long run
+(IPPO on a code task: hours on one core) can run in parts. The model is the short name
 `smollm2-135m-instruct` (pulled once with `collabzoo model pull`) or any folder (`--model`).
 `--device cuda` runs the same recipe on a GPU, `--generation hf-compiled` with its compiled
 sampler; both change the samples, so such runs have folders and keys of their own. Every
@@ -257,9 +259,38 @@ def build_trainer(job: dict[str, Any]) -> Any:
     )
 
 
+def resumed_progress(trainer: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """Where an interrupted run of these settings stopped, its trainer loaded from the run's
+    checkpoint (its adapters, optimizers, RNGs and counters); a fresh start otherwise. A
+    checkpoint of other settings, or past this budget, is ignored: the fresh run's first save
+    replaces it."""
+    from collabzoo.algos.runtime.checkpoint import latest_checkpoint, load_checkpoint
+
+    key = json.loads(json.dumps(job_key(job)))
+    fresh = {"key": key, "points": [], "update_seconds": [], "seconds": 0.0, "grid": 0}
+    found = latest_checkpoint(job["output"])
+    if found is None:
+        return {**fresh, "resumed_at": []}
+    state = load_checkpoint(found)
+    progress = state.get("run")
+    if progress is None or progress["key"] != key or state["env_steps"] > job["recipe"]["budget"]:
+        return {**fresh, "resumed_at": []}
+    trainer.load_state_dict(state)
+    progress["resumed_at"].append(trainer.rollout.env_steps)
+    print(job["task"], job["learner"], job["seed"], f"resumed at {found.name}", flush=True)
+    return progress
+
+
 def run(job: dict[str, Any]) -> dict[str, Any]:
-    """One learner from the pretrained model: eval at 0, every `every` steps, and at the end."""
+    """One learner from the pretrained model: eval at 0, every `every` steps, and at the end.
+
+    A checkpoint after every evaluation and update holds the run's progress too, so a run cut
+    short (a killed process, a session's end, a larger `--budget`) continues from its last
+    update on a rerun, on the same trajectory as an uncut run; its `seconds` add up the parts.
+    """
     import torch
+
+    from collabzoo.algos.runtime.checkpoint import save_checkpoint
 
     recipe = Recipe(**job["recipe"])
     earlier = finished(job, recipe.budget)
@@ -268,21 +299,28 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(job["threads"])
     torch.manual_seed(job["seed"])
     trainer = build_trainer(job)
-    output = Path(job["output"])
-    points: list[dict[str, Any]] = []
-    update_seconds: list[float] = []  # what a compiled sampler's break-even is read from
-    started = time.perf_counter()
+    progress = resumed_progress(trainer, job)
+    points, update_seconds = progress["points"], progress["update_seconds"]
+    started = time.perf_counter() - progress["seconds"]
 
-    def evaluate() -> None:
+    def save() -> None:
+        progress["seconds"] = time.perf_counter() - started
+        state = {**trainer.state_dict(), "run": progress}
+        save_checkpoint(job["output"], trainer.update, state, keep=1)
+
+    def evaluate(on_grid: bool = True) -> None:
         found = trainer.evaluate(recipe.eval_episodes)
         point = {"env_steps": trainer.rollout.env_steps, "mean_return": found["mean_return"]}
         point.update({k[6:]: v for k, v in found.items() if k.startswith("final/")})
         point["seconds"] = time.perf_counter() - started
         points.append(point)
+        progress["grid"] += on_grid
         print(job["task"], job["learner"], job["seed"], json.dumps(point), flush=True)
 
     try:
-        evaluate()
+        if not points:
+            evaluate()
+            save()
         while trainer.rollout.env_steps < recipe.budget:
             began = time.perf_counter()
             trainer.train_step()
@@ -291,14 +329,16 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 f"update {trainer.update} ({trainer.rollout.env_steps} env steps) {seconds:.2f} s"
             )
             print(job["task"], job["learner"], job["seed"], done, flush=True)
-            if trainer.rollout.env_steps >= recipe.every * len(points):
+            if trainer.rollout.env_steps >= recipe.every * progress["grid"]:
                 evaluate()
+            save()
         if points[-1]["env_steps"] < trainer.rollout.env_steps:
-            evaluate()
+            evaluate(on_grid=False)  # the budget's end, off the `every` grid
+            save()
     finally:
         trainer.close()
     result = {
-        "key": json.loads(json.dumps(job_key(job))),
+        "key": progress["key"],
         "task": job["task"],
         "learner": job["learner"],
         "seed": job["seed"],
@@ -307,10 +347,12 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         "updates": trainer.update,
         "update_seconds": [round(seconds, 3) for seconds in update_seconds],
     }
+    if progress["resumed_at"]:
+        result["resumed_at"] = progress["resumed_at"]
     result.update(off_defaults(job))
     if "device" in result:  # the GPU's name, not just "cuda"
         result["device"] = torch.cuda.get_device_name() if torch.cuda.is_available() else "?"
-    (output / "result.json").write_text(json.dumps(result, indent=1))
+    (Path(job["output"]) / "result.json").write_text(json.dumps(result, indent=1))
     return result
 
 

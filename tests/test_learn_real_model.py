@@ -5,6 +5,7 @@ tree learner and an actor-critic learner, and a rerun reads the finished runs ba
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,85 @@ def test_a_gpu_or_compiled_run_is_never_read_back_as_a_cpu_one(tmp_path) -> None
     assert job(device="cuda:1", generation="hf-compiled")["output"].endswith(
         "seed0-cuda1-hf-compiled"
     )
+
+
+class Killed(Exception):
+    """The process's end, as a session's limit or a kill would bring it."""
+
+
+@pytest.mark.slow(seconds=30)
+def test_a_run_cut_short_continues_on_its_uncut_trajectory(tmp_path) -> None:
+    """An IAC run (actors and critics) killed after its first update continues from its
+    checkpoint on a rerun, and a finished run given a larger budget continues too: its
+    evaluations, counters and final weights are those of a run never cut. A saved tiny model
+    stands in for SmolLM2 (its TLDR returns are all 0, so the weights are what tell
+    trajectories apart). A checkpoint of other settings is not resumed."""
+    import torch
+
+    from collabzoo.algos import tiny_causal_lm
+    from collabzoo.algos.runtime.checkpoint import load_checkpoint
+
+    module = benchmark()
+    model, tokenizer = tiny_causal_lm(0)
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    recipe = replace(module.QUICK, model=str(tmp_path / "model"), budget=12)  # updates of 4 steps
+
+    def job(work: str, **changes):
+        return module.make_job(
+            "tldr", "iac", 0, replace(recipe, **changes), None, 1, tmp_path / work
+        )
+
+    build = module.build_trainer
+
+    def killed_in_its_second_update(settings):
+        trainer = build(settings)
+        step = trainer.train_step
+
+        def train_step():
+            if trainer.update == 1:
+                raise Killed
+            return step()
+
+        trainer.train_step = train_step
+        return trainer
+
+    def curve(run):
+        return [{k: v for k, v in point.items() if k != "seconds"} for point in run["points"]]
+
+    def tensors(tree) -> list[torch.Tensor]:
+        if isinstance(tree, dict):
+            return [t for key in sorted(tree, key=str) for t in tensors(tree[key])]
+        if isinstance(tree, list | tuple):
+            return [t for item in tree for t in tensors(item)]
+        return [tree] if torch.is_tensor(tree) else []
+
+    def weights(work: str) -> list[torch.Tensor]:
+        state = load_checkpoint(job(work)["output"])
+        return tensors([state["policies"], state["extra"]])
+
+    # evaluating leaves the training trajectory as it was: the uncut run evaluates every update
+    uncut = {p["env_steps"]: p for p in curve(module.run(job("uncut", budget=16, every=4)))}
+    module.build_trainer = killed_in_its_second_update
+    try:
+        with pytest.raises(Killed):
+            module.run(job("cut"))
+    finally:
+        module.build_trainer = build
+    assert not (Path(job("cut")["output"]) / "result.json").exists()
+    cut = module.run(job("cut"))
+    assert cut["resumed_at"] == [4] and cut["updates"] == 3 and len(cut["update_seconds"]) == 3
+    assert cut["seconds"] > sum(cut["update_seconds"])  # both parts' time
+    assert curve(cut) == [uncut[0], uncut[8], uncut[12]]  # every 8 steps, and the budget's end
+    longer = module.run(job("cut", budget=16))  # finished, then given one more update
+    assert longer["resumed_at"] == [4, 12] and longer["updates"] == 4
+    assert curve(longer) == [uncut[0], uncut[8], uncut[12], uncut[16]]
+    trained, reference = weights("cut"), weights("uncut")
+    assert len(trained) == len(reference) > 4  # two actors' adapters, two critics
+    assert all(torch.equal(a, b) for a, b in zip(trained, reference, strict=True))
+    other = module.run(job("cut", budget=16, learning_rate=1e-3))  # not this run's checkpoint
+    assert "resumed_at" not in other and other["updates"] == 4
+    assert not all(torch.equal(a, b) for a, b in zip(weights("cut"), reference, strict=True))
 
 
 LEARNING_SEEDS = (0, 1)
