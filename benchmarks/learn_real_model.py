@@ -268,13 +268,14 @@ def resumed_progress(trainer: Any, job: dict[str, Any]) -> dict[str, Any]:
 
     key = json.loads(json.dumps(job_key(job)))
     fresh = {"key": key, "points": [], "update_seconds": [], "seconds": 0.0, "grid": 0}
+    fresh["resumed_at"] = []
     found = latest_checkpoint(job["output"])
     if found is None:
-        return {**fresh, "resumed_at": []}
+        return fresh
     state = load_checkpoint(found)
     progress = state.get("run")
     if progress is None or progress["key"] != key or state["env_steps"] > job["recipe"]["budget"]:
-        return {**fresh, "resumed_at": []}
+        return fresh
     trainer.load_state_dict(state)
     progress["resumed_at"].append(trainer.rollout.env_steps)
     print(job["task"], job["learner"], job["seed"], f"resumed at {found.name}", flush=True)
@@ -285,7 +286,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     """One learner from the pretrained model: eval at 0, every `every` steps, and at the end.
 
     A checkpoint after every evaluation and update holds the run's progress too, so a run cut
-    short (a killed process, a session's end, a larger `--budget`) continues from its last
+    short (a killed process, a job's time limit, a larger `--budget`) continues from its last
     update on a rerun, on the same trajectory as an uncut run; its `seconds` add up the parts.
     """
     import torch

@@ -84,7 +84,7 @@ def test_a_gpu_or_compiled_run_is_never_read_back_as_a_cpu_one(tmp_path) -> None
 
 
 class Killed(Exception):
-    """The process's end, as a session's limit or a kill would bring it."""
+    """The process's end, as a time limit or a kill would bring it."""
 
 
 @pytest.mark.slow(seconds=30)
