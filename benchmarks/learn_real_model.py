@@ -319,10 +319,12 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         print(job["task"], job["learner"], job["seed"], json.dumps(point), flush=True)
 
     try:
-        if not points:
-            evaluate()
-            save()
-        while trainer.rollout.env_steps < recipe.budget:
+        while True:  # saved after every update and evaluation: a kill loses at most one of them
+            if trainer.rollout.env_steps >= recipe.every * progress["grid"]:
+                evaluate()
+                save()
+            if trainer.rollout.env_steps >= recipe.budget:
+                break
             began = time.perf_counter()
             trainer.train_step()
             update_seconds.append(seconds := time.perf_counter() - began)
@@ -330,8 +332,6 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 f"update {trainer.update} ({trainer.rollout.env_steps} env steps) {seconds:.2f} s"
             )
             print(job["task"], job["learner"], job["seed"], done, flush=True)
-            if trainer.rollout.env_steps >= recipe.every * progress["grid"]:
-                evaluate()
             save()
         if points[-1]["env_steps"] < trainer.rollout.env_steps:
             evaluate(on_grid=False)  # the budget's end, off the `every` grid

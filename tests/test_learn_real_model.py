@@ -89,8 +89,8 @@ class Killed(Exception):
 
 @pytest.mark.slow(seconds=30)
 def test_a_run_cut_short_continues_on_its_uncut_trajectory(tmp_path) -> None:
-    """An IAC run (actors and critics) killed after its first update continues from its
-    checkpoint on a rerun, and a finished run given a larger budget continues too: its
+    """An IAC run (actors and critics) killed in an update, then in an evaluation, continues
+    from its checkpoint on each rerun, and a finished run given a larger budget continues: its
     evaluations, counters and final weights are those of a run never cut. A saved tiny model
     stands in for SmolLM2 (its TLDR returns are all 0, so the weights are what tell
     trajectories apart). A checkpoint of other settings is not resumed."""
@@ -112,17 +112,28 @@ def test_a_run_cut_short_continues_on_its_uncut_trajectory(tmp_path) -> None:
 
     build = module.build_trainer
 
-    def killed_in_its_second_update(settings):
-        trainer = build(settings)
-        step = trainer.train_step
+    def killed(update: int | None = None, evaluating_at: int | None = None):
+        """`build_trainer`, its process killed as its `update`-th update or the evaluation at
+        `evaluating_at` steps begins."""
 
-        def train_step():
-            if trainer.update == 1:
-                raise Killed
-            return step()
+        def build_and_kill(settings):
+            trainer = build(settings)
+            step, evaluate = trainer.train_step, trainer.evaluate
 
-        trainer.train_step = train_step
-        return trainer
+            def train_step():
+                if trainer.update + 1 == update:
+                    raise Killed
+                return step()
+
+            def evaluation(*args):
+                if trainer.rollout.env_steps == evaluating_at:
+                    raise Killed
+                return evaluate(*args)
+
+            trainer.train_step, trainer.evaluate = train_step, evaluation
+            return trainer
+
+        return build_and_kill
 
     def curve(run):
         return [{k: v for k, v in point.items() if k != "seconds"} for point in run["points"]]
@@ -140,19 +151,20 @@ def test_a_run_cut_short_continues_on_its_uncut_trajectory(tmp_path) -> None:
 
     # evaluating leaves the training trajectory as it was: the uncut run evaluates every update
     uncut = {p["env_steps"]: p for p in curve(module.run(job("uncut", budget=16, every=4)))}
-    module.build_trainer = killed_in_its_second_update
-    try:
-        with pytest.raises(Killed):
-            module.run(job("cut"))
-    finally:
-        module.build_trainer = build
+    for kill in (killed(update=2), killed(evaluating_at=8)):
+        module.build_trainer = kill
+        try:
+            with pytest.raises(Killed):
+                module.run(job("cut"))
+        finally:
+            module.build_trainer = build
     assert not (Path(job("cut")["output"]) / "result.json").exists()
     cut = module.run(job("cut"))
-    assert cut["resumed_at"] == [4] and cut["updates"] == 3 and len(cut["update_seconds"]) == 3
-    assert cut["seconds"] > sum(cut["update_seconds"])  # both parts' time
+    assert cut["resumed_at"] == [4, 8] and cut["updates"] == 3 and len(cut["update_seconds"]) == 3
+    assert cut["seconds"] > sum(cut["update_seconds"])  # every part's time
     assert curve(cut) == [uncut[0], uncut[8], uncut[12]]  # every 8 steps, and the budget's end
     longer = module.run(job("cut", budget=16))  # finished, then given one more update
-    assert longer["resumed_at"] == [4, 12] and longer["updates"] == 4
+    assert longer["resumed_at"] == [4, 8, 12] and longer["updates"] == 4
     assert curve(longer) == [uncut[0], uncut[8], uncut[12], uncut[16]]
     trained, reference = weights("cut"), weights("uncut")
     assert len(trained) == len(reference) > 4  # two actors' adapters, two critics
