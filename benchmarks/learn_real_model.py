@@ -401,7 +401,7 @@ def table(task: str, runs: list[dict[str, Any]]) -> str:
 
 def plot(task: str, runs: list[dict[str, Any]], folder: str) -> str:
     """The held-out mean return against environment steps: a thin line per seed, the mean
-    over seeds thick, one colour per learner."""
+    over seeds thick, one colour per learner, its seed count in the legend."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -426,7 +426,9 @@ def plot(task: str, runs: list[dict[str, Any]], folder: str) -> str:
         mean = [
             statistics.fmean(r["points"][i]["mean_return"] for r in done) for i in range(length)
         ]
-        axis.plot(xs, mean, color=COLOURS[learner], linewidth=2, label=LABELS[learner])
+        seeds = f"{len(done)} seed" + "s" * (len(done) > 1)  # a one-seed line is not a mean
+        label = f"{LABELS[learner]} ({seeds})"
+        axis.plot(xs, mean, color=COLOURS[learner], linewidth=2, label=label)
     axis.set_xlabel("environment steps")
     axis.set_ylabel("held-out mean return")
     axis.set_title(f"SmolLM2-135M-Instruct LoRA team on {task}")
