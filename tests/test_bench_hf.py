@@ -18,6 +18,7 @@ from collabzoo.algos.policies.model_loading import load_causal_lm, tiny_causal_l
 from collabzoo.bench import read_results  # noqa: E402
 from collabzoo.bench.rescore import rescore  # noqa: E402
 from collabzoo.cli import main  # noqa: E402
+from tests.lora_weights import seed_lora_weights  # noqa: E402
 
 GREEDY = Sampling(max_new_tokens=4, do_sample=False)
 
@@ -148,11 +149,7 @@ def test_a_lora_team_checkpoint_loads_each_agents_adapter(tmp_path: Path) -> Non
     model.save_pretrained(base_folder)
     tokenizer.save_pretrained(base_folder)
     models = lora_team(*load_causal_lm(str(base_folder)), ["alpha", "beta"])
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():  # trained adapters: make them differ from the base and each other
-        for name, parameter in models["alpha"].model.named_parameters():
-            if "lora_B" in name:
-                parameter.add_(torch.randn(parameter.shape, generator=generator))
+    seed_lora_weights(models["alpha"].model, 1.0)  # trained: unlike the base and each other
     config = MAGRPOConfig(output_dir=str(tmp_path / "run"), tensorboard=False, progress=False)
     trainer = MAGRPOTrainer(lambda: collabzoo.make("tinycoop"), models, config)
     saved = trainer.save(tmp_path / "run" / "final")

@@ -55,6 +55,7 @@ from collabzoo.algos import (  # noqa: E402
     tiny_causal_lm,
 )
 from collabzoo.algos.policies.model_loading import QWEN25_VOCAB, shaped_causal_lm  # noqa: E402
+from tests.lora_weights import seed_lora_weights  # noqa: E402
 from tests.test_lean_scoring import (  # noqa: E402
     COMPLETIONS,
     PROMPTS,
@@ -162,10 +163,7 @@ def test_bf16_lean_scoring_at_the_real_vocabulary_tracks_float32(lora_adapter: b
     reference = LLMPolicy(model, tokenizer)
     if lora_adapter:
         reference = lora_team(model, tokenizer, ["x", "y"])["y"]
-        with torch.no_grad():
-            for name, parameter in reference.model.named_parameters():
-                if "lora_B.y" in name:
-                    parameter.normal_(0, 0.02)
+        seed_lora_weights(reference.model, 0.02, adapter="y")
     on_device(reference)
     fast = reference.alike(copy.deepcopy(reference.model).to(torch.bfloat16), reference.adapter)
     fast.keep_float32_masters()
@@ -208,10 +206,7 @@ def test_a_mixed_adapter_batch_on_the_gpu_equals_one_call_per_adapter() -> None:
     its own adapter gives alone."""
     model, tokenizer = tiny_causal_lm(5)
     pair = lora_team(model, tokenizer, ["left", "right"])
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(0, 0.3)
+    seed_lora_weights(model, 0.3)
     on_device(pair["left"])
     greedy = Sampling(12, do_sample=False)
     prompts = [pair["left"].encode_prompt(t) for t in ("one shared prompt", "another one")]
@@ -238,10 +233,7 @@ def test_compiled_generation_on_the_gpu_draws_what_plain_generation_draws(team_k
     model.to(torch.bfloat16)
     if team_kind == "lora":
         pair = lora_team(model, tokenizer, ["left", "right"])
-        with torch.no_grad():
-            for name, parameter in model.named_parameters():
-                if "lora_B" in name:
-                    parameter.normal_(0, 0.3)
+        seed_lora_weights(model, 0.3)
         policy, names = pair["left"], ["left", "right", "left", "right"]
     else:
         policy, names = LLMPolicy(model, tokenizer), None

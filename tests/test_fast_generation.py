@@ -16,6 +16,7 @@ torch = require_module("torch", "train")
 from collabzoo.algos import LLMPolicy, Sampling, lora_team, tiny_causal_lm  # noqa: E402
 from collabzoo.algos.rollout.tree import TreeRollout  # noqa: E402
 from collabzoo.envs.tinycoop import TinyCoopEnv  # noqa: E402
+from tests.lora_weights import seed_lora_weights  # noqa: E402
 
 PROMPTS = ["write a word", "write a word", "write a word", "abc", "abc", "abc", "one row"]
 SAMPLING = Sampling(10, temperature=1.0, top_p=1.0, top_k=None)
@@ -73,10 +74,7 @@ def test_generation_batch_size_caps_rows_per_call() -> None:
 
 def lora_pair() -> dict[str, LLMPolicy]:
     team = lora_team(*tiny_causal_lm(seed=3), ["left", "right"])
-    with torch.no_grad():  # LoRA B starts at zero: make the two adapters really differ
-        for name, parameter in team["left"].model.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(0, 0.5)
+    seed_lora_weights(team["left"].model, 0.5)  # the two adapters really differ
     return team
 
 
@@ -163,10 +161,7 @@ def test_compiled_generation_samples_what_plain_generation_samples() -> None:
     assert len({tuple(c) for c in plain}) > 2  # the rows and adapters really differ
     plain, compiled = both(SAMPLING)
     assert compiled == plain
-    with torch.no_grad():
-        for name, parameter in policy.model.named_parameters():
-            if "lora_B" in name:
-                parameter.add_(torch.randn_like(parameter))
+    seed_lora_weights(policy.model, 1.0, seed=1)  # new weights
     before = plain
     compilations = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     plain, compiled = both(SAMPLING)

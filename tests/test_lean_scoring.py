@@ -16,6 +16,7 @@ from tests.optional import require_module
 torch = require_module("torch", "train")
 
 from collabzoo.algos import LLMPolicy, Sampling, lora_team, tiny_causal_lm  # noqa: E402
+from tests.lora_weights import seed_lora_weights  # noqa: E402
 from tests.tolerance import assert_close_to_scale  # noqa: E402
 
 SAMPLING = Sampling(8, temperature=0.7, top_p=0.9, top_k=20)
@@ -28,10 +29,7 @@ def make_policy(lora: bool, seed: int = 4) -> LLMPolicy:
     model, tokenizer = tiny_causal_lm(seed)
     if lora:
         policy = lora_team(model, tokenizer, ["first", "second"])["second"]
-        with torch.no_grad():  # peft starts LoRA B at zero: give the adapter a real effect
-            for name, parameter in policy.model.named_parameters():
-                if "lora_B.second" in name:
-                    parameter.normal_(0, 0.05)
+        seed_lora_weights(policy.model, 0.05, adapter="second")  # a real effect
         return policy
     return LLMPolicy(model, tokenizer)
 

@@ -26,6 +26,7 @@ import psutil  # noqa: E402  (one of vLLM's own requirements)
 from collabzoo.algos import MAGRPOConfig, MAGRPOTrainer, lora_team, tiny_causal_lm  # noqa: E402
 from collabzoo.bench import read_results  # noqa: E402
 from collabzoo.envs.tinycoop import TinyCoopEnv  # noqa: E402
+from tests.lora_weights import seed_lora_weights  # noqa: E402
 
 VLLM_SHAPE = {"hidden_size": 128, "num_heads": 2, "num_kv_heads": 1}
 BUSY_FRACTION = 0.8
@@ -104,10 +105,7 @@ def saved(tmp_path_factory) -> dict[str, Path]:
     base.save_pretrained(root / "base")
     tokenizer.save_pretrained(root / "base")
     team = lora_team(base, tokenizer, ["alpha", "beta"], rank=8)
-    with torch.no_grad():  # LoRA B starts at zero: make each adapter change the answers
-        for name, parameter in team["alpha"].model.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(0, 1.0)
+    seed_lora_weights(team["alpha"].model, 1.0)  # each agent's adapter gives answers of its own
     config = MAGRPOConfig(output_dir=str(root / "run"), max_updates=0, tensorboard=False)
     trainer = MAGRPOTrainer(TinyCoopEnv, team, config)
     for policy in trainer.distinct:  # the saved adapters name the saved base folder
@@ -129,6 +127,7 @@ def test_greedy_vllm_answers_equal_the_hf_teams(
     assert results["vllm"] == results["hf"]
     if kind == "checkpoint":  # each agent played its own adapter: the answers differ by agent
         by_agent = {a: [(t, n) for g, t, n in results["vllm"] if g == a] for a in ("alpha", "beta")}
+        assert all(any(text for text, _ in a) for a in by_agent.values()), by_agent  # decodable
         assert by_agent["alpha"] != by_agent["beta"]
 
 

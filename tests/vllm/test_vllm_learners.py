@@ -32,6 +32,7 @@ from collabzoo.algos import (  # noqa: E402
 )
 from collabzoo.algos.policies.sampling import Sampling  # noqa: E402
 from collabzoo.algos.rollout.vllm_engine import VLLMGenerator  # noqa: E402
+from tests.lora_weights import seed_lora_weights  # noqa: E402
 from tests.vllm.test_vllm_bench import VLLM_SHAPE  # noqa: E402
 
 TOLERANCE = 1e-5
@@ -51,10 +52,7 @@ def separate_team(seed: int = 0) -> dict[str, LLMPolicy]:
 
 def lora_pair(seed: int = 0) -> dict[str, LLMPolicy]:
     team = lora_team(*tiny_causal_lm(seed=seed, **VLLM_SHAPE), ["alpha", "beta"], rank=8)
-    with torch.no_grad():  # LoRA B starts at zero: make each adapter matter from the start
-        for name, parameter in team["alpha"].model.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(0, 0.5)
+    seed_lora_weights(team["alpha"].model, 0.5, seed=seed)  # each adapter matters from the start
     return team
 
 
