@@ -7,6 +7,8 @@ LoRA rank and budget in environment steps (`Recipe`, chosen once on a MAGRPO pil
 then frozen for every learner and task). Before training and every `every` environment steps,
 each run is evaluated on held-out prompts (the task's eval split) with the training sampling:
 the mean return and every reward component the env reports, over the episodes' last turns.
+Each evaluation's episodes (prompts, answers, rewards, components) are saved in the run's
+folder, `evaluations/update-NNNNNNNN.jsonl`: what passed, and what each agent wrote.
 
 Tasks: `tldr` (H = 1, dense; the env's embedded sample: 8 train posts, 4 held out, NOT the
 benchmark), `mbpp` and `coophumaneval` (H = 2 with level feedback, the reference code reward
@@ -155,6 +157,7 @@ def learner_settings(
         "tensorboard": False,
         "progress": False,
         "save_steps": 0,
+        "eval_save_episodes": True,
         "device": device,
         "generation_backend": generation,
     }

@@ -42,6 +42,16 @@ def test_the_quick_pipeline_trains_evaluates_and_reads_back(smollm2: Path, tmp_p
         for point in (first, last):  # the TLDR reward's components, held out
             assert {"mean_return", "level", "length_ratio", "words_1", "words_2"} <= set(point)
             assert 0.0 <= point["mean_return"] <= 3.0
+        saved_episodes = sorted(
+            (tmp_path / "tldr" / f"{run['learner']}-seed0" / "evaluations").iterdir()
+        )
+        for point, path in zip((first, last), saved_episodes, strict=True):  # what they read
+            episodes = [json.loads(line) for line in path.read_text().splitlines()]
+            mean = sum(e["return"] for e in episodes) / len(episodes)
+            assert len(episodes) == 2 and mean == pytest.approx(point["mean_return"])
+            answers = [e["turns"][0]["answers"] for e in episodes]
+            assert all(sorted(a) == ["concise", "detailed"] for a in answers)
+            assert any(text.strip() for a in answers for text in a.values())
     # both start from the same untrained team on the same held-out episodes
     starts = [{k: v for k, v in r["points"][0].items() if k != "seconds"} for r in runs.values()]
     assert starts[0] == starts[1]

@@ -199,6 +199,48 @@ def test_evaluating_leaves_the_training_trajectory_as_it_was(tmp_path) -> None:
     assert evaluated.evaluate(4) == first
 
 
+def test_an_evaluation_saves_the_episodes_its_numbers_come_from(tmp_path) -> None:
+    """With eval_save_episodes, each evaluation writes its episodes: their returns average to
+    the logged eval/mean_return, every turn holds each agent's observation and answer, and the
+    answers are those of the run's next evaluation of the same weights. Off by default."""
+    config = tree()
+    torch.manual_seed(1)
+    saving = MAGRPOTrainer(
+        FirstCharacters,
+        team(AGENTS),
+        config(
+            tmp_path / "saving", 2, eval_interval=1, eval_num_samples=3, eval_save_episodes=True
+        ),
+    )
+    saving.train()
+    evaluations = [r for r in logged(tmp_path / "saving") if "eval/mean_return" in r]
+    logged_returns = {r["update"]: r["eval/mean_return"] for r in evaluations}
+    files = sorted((tmp_path / "saving" / "evaluations").iterdir())
+    assert [f.name for f in files] == ["update-00000001.jsonl", "update-00000002.jsonl"]
+    for update, path in enumerate(files, start=1):
+        episodes = [json.loads(line) for line in path.read_text().splitlines()]
+        assert len(episodes) == 3 and len({e["seed"] for e in episodes}) == 3
+        mean = sum(e["return"] for e in episodes) / 3
+        assert mean == pytest.approx(logged_returns[update])
+        for episode in episodes:
+            assert episode["turns"] and sum(t["reward"] for t in episode["turns"]) == pytest.approx(
+                episode["return"]
+            )
+            for turn in episode["turns"]:
+                assert sorted(turn["observations"]) == sorted(turn["answers"]) == sorted(AGENTS)
+                assert all(isinstance(text, str) for text in turn["answers"].values())
+    saved = files[-1].read_text()
+    files[-1].unlink()
+    saving.evaluate(3)  # the same weights, the same seeded samples: the same file again
+    assert files[-1].read_text() == saved
+    torch.manual_seed(1)
+    plain = MAGRPOTrainer(
+        FirstCharacters, team(AGENTS), config(tmp_path / "plain", 1, eval_interval=1)
+    )
+    plain.train()
+    assert not (tmp_path / "plain" / "evaluations").exists()
+
+
 # ----- LoRA teams ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("trainer_class", "config"),

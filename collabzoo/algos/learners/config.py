@@ -122,6 +122,10 @@ class LearnerConfig:
     """Evaluate every this many updates; 0: never during training."""
     eval_num_samples: int = 8
     """Episodes per evaluation."""
+    eval_save_episodes: bool = False
+    """Write each evaluation's episodes to output_dir/evaluations/update-NNNNNNNN.jsonl, one
+    JSON object per episode (its seed, return, and every turn's observations, answers, reward
+    and metrics): what the evaluation's numbers were made of, to read or to rescore."""
     tensorboard: bool = True
     """Write TensorBoard event files beside metrics.jsonl."""
     wandb: dict[str, Any] | None = None

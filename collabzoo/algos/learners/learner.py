@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -357,7 +358,8 @@ class Learner:
         Sampling draws from its own seeded RNG stream, restored afterwards: every evaluation
         of the same weights sees the same samples (evaluations compare across updates), and
         evaluating never moves the training run's RNG, so `eval_interval` leaves the training
-        trajectory as it was."""
+        trajectory as it was. With `eval_save_episodes` the episodes themselves are saved too.
+        """
         count = episodes or self.args.eval_num_samples
         cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
         with torch.random.fork_rng(devices=cuda):
@@ -377,23 +379,47 @@ class Learner:
         )
         seeds = [EVAL_SEED + self.args.seed * 1_000_003 + j for j in range(count)]
         roots = rollout.build(seeds, 1.0)
-        returns, task_metrics, final_metrics = [], {}, {}
+        returns, task_metrics, final_metrics, episodes = [], {}, {}, []
         for root in roots:
-            total, node, last = 0.0, root, {}
+            total, node, last, turns = 0.0, root, {}, []
             while node is not None and node.children:
                 child = node.children[0]
                 total += child.reward
                 for name, value in child.metrics.items():
                     task_metrics.setdefault(name, []).append(value)
                 last = child.metrics
+                answers = zip(node.agents, child.joint, strict=True)
+                turns.append(
+                    {
+                        "observations": node.observations,
+                        "answers": {agent: node.samples[agent][i].text for agent, i in answers},
+                        "reward": child.reward,
+                        "metrics": child.metrics,
+                    }
+                )
                 node = child.node
             returns.append(total)
+            episodes.append({"seed": root.seed, "return": total, "turns": turns})
             for name, value in last.items():
                 final_metrics.setdefault(name, []).append(value)
+        if self.args.eval_save_episodes and self.is_main:
+            self._save_episodes(episodes)
         result = {"mean_return": sum(returns) / max(1, len(returns))}
         result.update({f"task/{k}": sum(v) / len(v) for k, v in task_metrics.items()})
         result.update({f"final/{k}": sum(v) / len(v) for k, v in final_metrics.items()})
         return result
+
+    def _save_episodes(self, episodes: list[dict[str, Any]]) -> Path:
+        """One JSON line per episode, written whole or not at all (a numeric env's array
+        observations as lists); a second evaluation at the same update replaces the first."""
+        folder = Path(self.args.output_dir) / "evaluations"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"update-{self.update:08d}.jsonl"
+        lines = [json.dumps(e, default=lambda value: value.tolist()) for e in episodes]
+        staging = path.with_suffix(".jsonl.tmp")
+        staging.write_text("".join(line + "\n" for line in lines))
+        staging.replace(path)
+        return path
 
     # ----- state --------------------------------------------------------------------------------
     def extra_state(self) -> dict[str, Any]:
