@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -154,6 +156,7 @@ def test_other_learners_take_finite_steps_with_mlps_on_simple_spread(learner, tm
     env = spread.parallel_env(max_cycles=5)
     team = mlp_team(env, shared=True)
     common = dict(output_dir=str(tmp_path), max_updates=2, rollout_buffer_size=2, **QUIET)
+    common["eval_save_episodes"] = True
     if learner == "iac":
         trainer = IACTrainer(
             env=env, models=team, args=IACConfig(**common, use_separate_critic=False)
@@ -174,3 +177,9 @@ def test_other_learners_take_finite_steps_with_mlps_on_simple_spread(learner, tm
     assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
     trainer.resume()  # the checkpoint of the MLP team loads back
     assert trainer.update == 2
+    trainer.evaluate(1)  # a numeric env's saved episode: its arrays as JSON lists
+    (saved,) = (tmp_path / "evaluations").iterdir()
+    (episode,) = [json.loads(line) for line in saved.read_text().splitlines()]
+    first = episode["turns"][0]
+    assert len(first["observations"]["agent_0"]) == env.observation_space("agent_0").shape[0]
+    assert first["answers"]["agent_0"] in range(env.action_space("agent_0").n)
