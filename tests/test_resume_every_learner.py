@@ -201,8 +201,8 @@ def test_evaluating_leaves_the_training_trajectory_as_it_was(tmp_path) -> None:
 
 def test_an_evaluation_saves_the_episodes_its_numbers_come_from(tmp_path) -> None:
     """With eval_save_episodes, each evaluation writes its episodes: their returns average to
-    the logged eval/mean_return, every turn holds each agent's observation and answer, and the
-    answers are those of the run's next evaluation of the same weights. Off by default."""
+    the logged eval/mean_return, every turn holds each agent's observation and answer, and a
+    second evaluation of the same weights writes the same file. Off by default."""
     config = tree()
     torch.manual_seed(1)
     saving = MAGRPOTrainer(
@@ -223,9 +223,8 @@ def test_an_evaluation_saves_the_episodes_its_numbers_come_from(tmp_path) -> Non
         mean = sum(e["return"] for e in episodes) / 3
         assert mean == pytest.approx(logged_returns[update])
         for episode in episodes:
-            assert episode["turns"] and sum(t["reward"] for t in episode["turns"]) == pytest.approx(
-                episode["return"]
-            )
+            rewards = [turn["reward"] for turn in episode["turns"]]
+            assert rewards and sum(rewards) == pytest.approx(episode["return"])
             for turn in episode["turns"]:
                 assert sorted(turn["observations"]) == sorted(turn["answers"]) == sorted(AGENTS)
                 assert all(isinstance(text, str) for text in turn["answers"].values())
