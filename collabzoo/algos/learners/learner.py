@@ -379,7 +379,7 @@ class Learner:
         )
         seeds = [EVAL_SEED + self.args.seed * 1_000_003 + j for j in range(count)]
         roots = rollout.build(seeds, 1.0)
-        returns, task_metrics, final_metrics, episodes = [], {}, {}, []
+        task_metrics, final_metrics, episodes = {}, {}, []
         for root in roots:
             total, node, last, turns = 0.0, root, {}, []
             while node is not None and node.children:
@@ -398,12 +398,12 @@ class Learner:
                     }
                 )
                 node = child.node
-            returns.append(total)
             episodes.append({"seed": root.seed, "return": total, "turns": turns})
             for name, value in last.items():
                 final_metrics.setdefault(name, []).append(value)
         if self.args.eval_save_episodes and self.is_main:
             self._save_episodes(episodes)
+        returns = [episode["return"] for episode in episodes]
         result = {"mean_return": sum(returns) / max(1, len(returns))}
         result.update({f"task/{k}": sum(v) / len(v) for k, v in task_metrics.items()})
         result.update({f"final/{k}": sum(v) / len(v) for k, v in final_metrics.items()})
