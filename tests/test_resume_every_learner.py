@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import datasets
 import pytest
 
 from tests.optional import require_module
@@ -228,6 +229,10 @@ def test_an_evaluation_saves_the_episodes_its_numbers_come_from(tmp_path) -> Non
             for turn in episode["turns"]:
                 assert sorted(turn["observations"]) == sorted(turn["answers"]) == sorted(AGENTS)
                 assert all(isinstance(text, str) for text in turn["answers"].values())
+    # One JSON object per line, so the field's dataset loader reads a file as it stands.
+    table = datasets.load_dataset("json", data_files=str(files[-1]), split="train")
+    assert table["return"] == pytest.approx([e["return"] for e in episodes])
+    assert table[0]["turns"][0]["answers"] == episodes[0]["turns"][0]["answers"]
     saved = files[-1].read_text()
     files[-1].unlink()
     saving.evaluate(3)  # the same weights, the same seeded samples: the same file again
