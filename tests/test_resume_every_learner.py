@@ -230,8 +230,10 @@ def test_an_evaluation_saves_the_episodes_its_numbers_come_from(tmp_path) -> Non
                 assert sorted(turn["observations"]) == sorted(turn["answers"]) == sorted(AGENTS)
                 assert all(isinstance(text, str) for text in turn["answers"].values())
     # One JSON object per line, so the field's dataset loader reads a file as it stands.
-    table = datasets.load_dataset("json", data_files=str(files[-1]), split="train")
-    assert table["return"] == pytest.approx([e["return"] for e in episodes])
+    table = datasets.load_dataset(
+        "json", data_files=str(files[-1]), split="train", cache_dir=str(tmp_path / "cache")
+    )
+    assert list(table["return"]) == pytest.approx([e["return"] for e in episodes])
     assert table[0]["turns"][0]["answers"] == episodes[0]["turns"][0]["answers"]
     saved = files[-1].read_text()
     files[-1].unlink()
