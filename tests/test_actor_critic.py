@@ -303,6 +303,64 @@ def test_bad_actor_critic_settings_are_clear_errors() -> None:
         IACTrainer(EvenStart, team(("left", "right")), IACConfig(mini_batch_size=0))
 
 
+def test_scoring_mini_batches_in_prompt_order_keeps_the_gradient_and_scores_fewer_tokens(
+    tmp_path,
+) -> None:
+    """`group_by_prompt` only reorders a mini-batch before it is cut into scoring chunks: the
+    first optimizer step's gradients match the shuffled order's, while the K branches of a
+    first turn share one pass of their prompt, so the loss passes embed fewer token positions."""
+
+    def first_step(group_by_prompt: bool) -> tuple[dict[str, list], int]:
+        torch.manual_seed(3)
+        model, tokenizer = tiny_causal_lm(seed=0)
+        policies = lora_team(model, tokenizer, ["alpha", "beta"], rank=4)
+        config = short_config(
+            IPPOConfig,
+            tmp_path / str(group_by_prompt),
+            max_updates=1,
+            num_generations=4,
+            max_new_tokens=3,
+            logprob_batch_size=2,
+            ppo_epochs=2,
+            group_by_prompt=group_by_prompt,
+        )
+        trainer = IPPOTrainer(lambda: collabzoo.make("tinycoop", horizon=2), policies, config)
+        positions = [0]
+
+        def count(module, inputs, output) -> None:
+            positions[0] += output.shape[0] * output.shape[1]
+
+        model.get_input_embeddings().register_forward_hook(count)
+        roots = trainer.rollout_update()
+        positions[0] = 0
+        grads: dict[str, list] = {}
+        for name, group in trainer.groups.items():
+            step = group.step
+
+            def recorded(*, loss_finite=True, name=name, group=group, step=step):
+                grads.setdefault(
+                    name,
+                    [
+                        torch.zeros(0) if p.grad is None else p.grad.clone()
+                        for p in group.parameters
+                    ],
+                )
+                return step(loss_finite=loss_finite)
+
+            group.step = recorded
+        trainer.learn(roots)
+        return grads, positions[0]
+
+    shuffled, shuffled_positions = first_step(False)
+    grouped, grouped_positions = first_step(True)
+    assert list(grouped) == list(shuffled) and any(n.startswith("critic/") for n in grouped)
+    for name in grouped:
+        for a, b in zip(grouped[name], shuffled[name], strict=True):
+            assert torch.allclose(a, b, rtol=1e-4, atol=1e-7), name
+    assert any(g.abs().sum() > 0 for grads in grouped.values() for g in grads)
+    assert grouped_positions < shuffled_positions
+
+
 # ----- resume -------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("trainer_class", "config_class", "extra"),
