@@ -27,6 +27,7 @@ the reference rewards (H = 4, the reference feedback and memory):
         [--seeds 0 1 2] [--housebuild-data houses.json] [--json out.json] [--plot DIR]
     python benchmarks/learn_building.py --quick          # minutes: the whole pipeline, tiny
     python benchmarks/learn_building.py --tasks strbuild --model smollm2-135m-instruct
+    python benchmarks/learn_building.py --tasks strbuild --model M --warm-only  # no learners
     python benchmarks/learn_building.py --from-json out.json --plot DIR   # re-plot only
 
 Runs go to `--work` (runs/learn_building): each task's dataset, warm start and metrics. Each
@@ -611,6 +612,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--sft-steps", type=int, default=None, help="warm-start optimiser steps")
     parser.add_argument(
+        "--warm-only",
+        action="store_true",
+        help="stop after the warm starts and their evaluations (no learner runs)",
+    )
+    parser.add_argument(
         "--housebuild-data",
         default=None,
         metavar="PATH",
@@ -634,6 +640,9 @@ def main(argv: list[str] | None = None) -> int:
     saved = merged(args.from_json) if args.from_json else run_all(args)
     for task in saved["tasks"]:
         print(f"\n{task}: {saved['subtitle']}")
+        if not any(r["task"] == task for r in saved["runs"]):
+            print(f"no learner runs; warm start: {saved['warm_starts'].get(task)}")
+            continue
         print(table(task, saved["runs"]))
         if args.plot:
             print(f"wrote {plot(task, saved['runs'], args.plot, saved['subtitle'])}")
@@ -682,7 +691,7 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
         rows = demonstrations(task, recipe, kwargs, folder / "data")
         warm_starts[name] = warm_start(task, recipe, rows, folder / "warm", kwargs)
         print(f"{name}: warm start {warm_starts[name]}", flush=True)
-        for learner in args.learners:
+        for learner in [] if args.warm_only else args.learners:
             for seed in args.seeds:
                 jobs.append(
                     {

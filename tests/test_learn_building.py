@@ -89,6 +89,19 @@ def test_a_second_run_reads_back_what_is_finished(quick: tuple[dict, Path]) -> N
         assert after["points"][-1]["env_steps"] == 480 and after["seconds"] < before["seconds"]
 
 
+def test_warm_only_stops_before_the_learners(quick: tuple[dict, Path], capsys) -> None:
+    """`--warm-only` (the part of a real model's pipeline a CPU can finish) reads the warm start
+    back and reports it, and neither runs nor reads back a learner, though finished runs exist."""
+    saved, work = quick
+    argv = ["--quick", "--tasks", "strbuild", "--learners", "magrpo", "--seeds", *map(str, SEEDS)]
+    argv += ["--work", str(work), "--json", str(work / "warm.json"), "--plot", str(work / "p")]
+    assert benchmark().main([*argv, "--warm-only"]) == 0
+    warm = json.loads((work / "warm.json").read_text())
+    assert warm["runs"] == [] and warm["warm_starts"] == saved["warm_starts"]
+    assert "no learner runs; warm start:" in capsys.readouterr().out
+    assert not (work / "p").exists()  # no plot of curves that do not exist
+
+
 def test_a_warm_start_of_other_settings_is_made_again(quick: tuple[dict, Path], tmp_path) -> None:
     """A saved warm start is read back only for the settings it was made with: another number
     of optimiser steps (or device, or model) trains a new one instead of reusing it."""
