@@ -31,12 +31,13 @@ the reference rewards (H = 4, the reference feedback and memory):
     python benchmarks/learn_building.py --from-json out.json --plot DIR   # re-plot only
 
 Runs go to `--work` (runs/learn_building): each task's dataset, warm start and metrics. Each
-(task, learner, seed) runs in its own process with one torch thread, `--workers` at a time. Run
-it again and what is finished is read back: the dataset, the warm start made with the same
-settings, and every run whose settings match and whose budget reached this one's (its curve cut
-there). `--device cuda` runs the warm start, the evaluations and every learner on a GPU, in
-folders of their own (`<task>-cuda`): StrBuild needs no sandbox, and a real model's
-evaluation on it took over an hour on a CPU core.
+(task, learner, seed) runs in its own process with one torch thread unless `--threads` says
+otherwise, `--workers` at a time. Run it again and what is finished is read back: the dataset,
+the warm start made with the same settings, and every run whose settings match and whose budget
+reached this one's (its curve cut there). `--warm-only` stops after the warm starts and their
+evaluations. `--device cuda` runs the warm start, the evaluations and every learner on a GPU, in
+folders of their own (`<task>-cuda`): StrBuild needs no sandbox, and a real model's warm start
+on it takes hours on a CPU.
 """
 
 from __future__ import annotations
@@ -446,7 +447,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     from collabzoo.algos.policies.model_loading import load_saved_team
     from collabzoo.algos.runtime.run_log import RunLogger
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(job.get("threads") or 1)
     task, recipe = TASKS[job["task"]], Recipe(**job["recipe"])
     kwargs, name, seed = job["kwargs"], job["learner"], job["seed"]
     output = Path(job["output"])
@@ -628,7 +629,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workers", type=int, default=2, help="runs at a time")
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads of the warm start (default: all)"
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads of the warm start (default: all) and of each run (default: one)",
     )
     parser.add_argument("--work", default="runs/learn_building", help="datasets, warm starts, runs")
     parser.add_argument("--json", help="also write every curve here (with --from-json: merged)")
@@ -702,6 +706,7 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
                         "recipe": asdict(recipe),
                         "warm": str(folder / "warm" / "final"),
                         "output": str(folder / learner / f"seed{seed}"),
+                        "threads": args.threads,
                     }
                 )
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
