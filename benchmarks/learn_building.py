@@ -447,7 +447,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     from collabzoo.algos.policies.model_loading import load_saved_team
     from collabzoo.algos.runtime.run_log import RunLogger
 
-    torch.set_num_threads(job.get("threads") or 1)
+    torch.set_num_threads(job["threads"] or 1)
     task, recipe = TASKS[job["task"]], Recipe(**job["recipe"])
     kwargs, name, seed = job["kwargs"], job["learner"], job["seed"]
     output = Path(job["output"])
