@@ -718,10 +718,9 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
                 flush=True,
             )
             runs.append(done)
-    subtitle = (
-        f"seeds {', '.join(map(str, args.seeds))}, warm start on {recipe.episodes} "
-        f"noisy-oracle episodes (drop {recipe.drop})"
-    )
+    subtitle = f"warm start on {recipe.episodes} noisy-oracle episodes (drop {recipe.drop})"
+    if jobs:  # a warm-only run trained no seed
+        subtitle = f"seeds {', '.join(map(str, args.seeds))}, {subtitle}"
     if recipe.model:
         subtitle = f"{recipe.model} (LoRA rank {recipe.lora_rank}), {subtitle}"
     if recipe.device != "cpu":

@@ -98,6 +98,7 @@ def test_warm_only_stops_before_the_learners(quick: tuple[dict, Path], capsys) -
     assert benchmark().main([*argv, "--warm-only"]) == 0
     warm = json.loads((work / "warm.json").read_text())
     assert warm["runs"] == [] and warm["warm_starts"] == saved["warm_starts"]
+    assert saved["subtitle"].startswith("seeds 0, 1, ") and "seeds" not in warm["subtitle"]
     assert "no learner runs; warm start:" in capsys.readouterr().out
     assert not (work / "p").exists()  # no plot of curves that do not exist
 
