@@ -78,10 +78,18 @@ def ours(direct: Any) -> set[str]:
 
 
 def kill(direct: Any, container: str) -> None:
-    """Kill a container from outside, as the kernel's OOM killer or an operator would."""
-    found = direct.containers.get(container)
-    found.kill()
-    found.wait(timeout=30)
+    """Kill a container from outside, as the kernel's OOM killer or an operator would, and wait
+    until the daemon has removed it (the pool's containers are auto-removed, so asking to `wait`
+    on one can race its removal and get a 404)."""
+    direct.containers.get(container).kill()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            direct.containers.get(container)
+        except docker.errors.NotFound:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"container {container[:12]} was killed but not removed within 30 s")
 
 
 def timed(sandbox: PooledSandbox, count: int = 1) -> tuple[list[ExecResult], float]:
