@@ -25,6 +25,7 @@ from collabzoo.algos import (  # noqa: E402
     SupervisedTrainer,
     lora_team,
 )
+from collabzoo.algos.learners.supervised import microbatches  # noqa: E402
 from collabzoo.algos.policies.model_loading import (  # noqa: E402
     load_saved_team,
     small_causal_lm,
@@ -33,6 +34,7 @@ from collabzoo.algos.policies.model_loading import (  # noqa: E402
 )
 from collabzoo.bench import replayed_rewards  # noqa: E402
 from collabzoo.cli import main  # noqa: E402
+from tests.conftest import benchmark_module  # noqa: E402
 
 AGENTS = ("first_builder", "second_builder")
 TARGETS = ["I", "L"]
@@ -283,6 +285,7 @@ def test_bad_input_is_refused_with_what_was_expected(
         ({"lr_scheduler_type": "step"}, "lr_scheduler_type must be one of"),
         ({"per_device_train_batch_size": 0}, "per_device_train_batch_size must be at least 1"),
         ({"warmup_steps": -1}, "must be 0 or more"),
+        ({"max_tokens_per_microbatch": 0}, "max_tokens_per_microbatch must be at least 1"),
     ]:
         with pytest.raises(ValueError, match=message):
             SupervisedConfig(**bad)
@@ -319,6 +322,47 @@ def test_max_steps_overrides_the_epochs_and_a_fraction_stops_part_way(
     assert len(set(order)) == rows // 2
 
 
+def test_microbatches_pad_within_their_budget_shortest_first() -> None:
+    rows = [([0] * p, [1] * c) for p, c in [(5, 3), (2, 1), (9, 9), (4, 4), (3, 2), (40, 2)]]
+    runs = microbatches(rows, 24)
+    assert sorted(map(id, (r for run in runs for r in run))) == sorted(map(id, rows))  # each once
+    widths = [[len(p) + len(c) for p, c in run] for run in runs]
+    assert widths == [[3, 5, 8], [8], [18], [42]]  # 3 x 8 fits 24, 4 x 8 would not; 42 alone
+    assert microbatches(rows, None) == [rows]
+    assert [len(run) for run in microbatches(rows, 1)] == [1] * len(rows)
+
+
+def test_a_microbatched_step_has_the_whole_batchs_gradients_and_loss(
+    demonstrations: datasets.Dataset, tmp_path: Path
+) -> None:
+    """The parts of a step are weighted by their completion tokens, so that the gradients (not
+    only their direction, which AdamW's first step would hide) are the whole batch's."""
+    policies = fresh_team(demonstrations, 0)
+    policy = policies[AGENTS[0]]
+
+    def step(budget: int | None) -> tuple[SupervisedTrainer, float, list[torch.Tensor]]:
+        config = SupervisedConfig(
+            output_dir=str(tmp_path), device="cpu", max_tokens_per_microbatch=budget
+        )
+        trainer = SupervisedTrainer(policies, demonstrations, config)
+        batch = trainer._batches(policy)[0]
+        loss = trainer.accumulate(policy, batch)
+        grads = [p.grad.clone() for p in policy.trainable_parameters()]
+        policy.model.zero_grad(set_to_none=True)
+        return trainer, loss, grads
+
+    whole, whole_loss, whole_grads = step(None)
+    batch = whole._batches(policy)[0]
+    budget = 2 * max(len(p) + len(c) for p, c in batch)  # two rows or one a run: several runs
+    assert 2 < len(microbatches(batch, budget)) < len(batch), "the batch was not split: moot"
+    split, split_loss, split_grads = step(budget)
+    assert split_loss == pytest.approx(whole_loss, rel=1e-5)
+    for a, b in zip(whole_grads, split_grads, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+    before, after = whole.evaluate_loss(), split.evaluate_loss()
+    assert after == pytest.approx(before, rel=1e-5)
+
+
 def test_the_learning_rate_schedules() -> None:
     cosine = SupervisedConfig(learning_rate=1.0, lr_scheduler_type="cosine", warmup_steps=4)
     assert [cosine.lr_factor(s, 14) for s in range(4)] == [0.2, 0.4, 0.6, 0.8]
@@ -338,3 +382,26 @@ def test_the_task_tokenizer_keeps_every_byte() -> None:
     assert len(tokenizer("/setblock 1 2 0 stone", add_special_tokens=False)["input_ids"]) < 12
     with pytest.raises(ValueError, match="vocab_size must be at least 260"):
         task_tokenizer(["x"], vocab_size=100)
+
+
+def test_the_microbatch_benchmark_times_the_same_step_both_ways(tmp_path: Path) -> None:
+    """`benchmarks/sft_microbatches.py` on a tiny LoRA team: both ways compute one loss and one
+    gradient per batch, and the micro-batches embed fewer positions (the padding they drop)."""
+    require_module("peft", "train")
+    model, tokenizer = small_causal_lm(
+        ["/setblock 1 2 0 stone\n"] * 20, **{**SMALL, "num_layers": 1}
+    )
+    model.save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    benchmark_module("learn_building")  # the script imports it as a sibling
+    script = benchmark_module("sft_microbatches")
+    argv = ["--model", str(tmp_path / "tiny"), "--steps", "2", "--threads", "1"]
+    argv += ["--work", str(tmp_path / "work"), "--json", str(tmp_path / "out.json")]
+    assert script.main(argv) == 0
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report["largest_relative_gradient_difference"] < 1e-4
+    whole, split = report["runs"]["whole batch"], report["runs"]["micro-batches"]
+    assert len(whole) == len(split) == 2
+    for a, b in zip(whole, split, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+        assert 0 < b["positions"] < a["positions"]

@@ -1,0 +1,134 @@
+"""A warm start's steps in token-budget micro-batches and as whole padded batches, side by side.
+
+`SupervisedTrainer` runs a step's rows in micro-batches of at most `max_tokens_per_microbatch`
+token positions, shortest rows first, and adds up their gradients weighted by completion tokens,
+so that the step is the whole batch's (`tests/test_warm_start.py`). A whole batch pads every row
+to its longest: SmolLM2's StrBuild rows average about 900 tokens and reach 2,100. This script
+builds the warm start that `benchmarks/learn_building.py --model` runs (its LoRA team, its
+noisy-oracle rows and sizes, gradient checkpointing), then times the forward and backward of the
+same `--steps` batches both ways, alternating which goes first, and checks that the two
+gradients agree. It counts the token positions each way embeds (padding included): the work
+the budget removes.
+
+    python benchmarks/sft_microbatches.py [--model smollm2-135m-instruct] [--steps 4]
+        [--budget 1024] [--threads 2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from learn_building import (
+    PRETRAINED,
+    TASKS,
+    Recipe,
+    demonstrations,
+    env_kwargs,
+    fresh_team,
+    prompt_tokens,
+)
+
+from collabzoo.algos import SupervisedConfig, SupervisedTrainer
+from collabzoo.algos.learners.supervised import microbatches
+
+WAYS = {None: "whole batch", "budget": "micro-batches"}
+
+
+def timed_step(trainer: Any, policy: Any, batch: list, positions: list[int]) -> dict[str, Any]:
+    """One step's forward and backward: seconds, embedded token positions, the gradients."""
+    positions[0] = 0
+    started = time.perf_counter()
+    loss = trainer.accumulate(policy, batch)
+    seconds = time.perf_counter() - started
+    gradients = [p.grad.clone() for p in policy.trainable_parameters()]
+    policy.model.zero_grad(set_to_none=True)
+    return {"seconds": seconds, "positions": positions[0], "loss": loss, "grads": gradients}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--steps", type=int, default=4, help="batches timed each way")
+    parser.add_argument("--budget", type=int, default=SupervisedConfig.max_tokens_per_microbatch)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--work", default="runs/learn_building", help="learn_building's folder")
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    task = TASKS["strbuild"]
+    recipe = replace(Recipe(), model=args.model, **PRETRAINED)
+    kwargs = env_kwargs(task, recipe, None)
+    rows = demonstrations(task, recipe, kwargs, Path(args.work) / task.name / "data")
+    policies = fresh_team(recipe, rows, prompt_tokens(task, recipe))
+    trainers = {
+        way: SupervisedTrainer(
+            policies,
+            rows,
+            SupervisedConfig(
+                output_dir=str(Path(args.work) / "sft_microbatches"),
+                per_device_train_batch_size=recipe.sft_batch or task.sft_batch,
+                max_steps=args.steps,
+                device=recipe.device,
+                gradient_checkpointing=recipe.sft_gradient_checkpointing,
+                max_tokens_per_microbatch=None if way is None else args.budget,
+            ),
+        )
+        for way in WAYS
+    }
+    policy = trainers[None].distinct[0]  # the first builder's adapter: the same in both
+    batches = trainers[None]._batches(policy)
+    positions = [0]
+
+    def count(module: Any, inputs: Any, output: torch.Tensor) -> None:
+        positions[0] += output.shape[0] * output.shape[1]
+
+    policy.model.get_input_embeddings().register_forward_hook(count)
+    runs: dict[Any, list[dict[str, Any]]] = {way: [] for way in WAYS}
+    worst = 0.0
+    for index, batch in enumerate(batches):  # W M, M W, ...: neither way always goes first
+        for way in WAYS if index % 2 == 0 else reversed(WAYS):
+            runs[way].append(timed_step(trainers[way], policy, batch, positions))
+        whole, split = runs[None][-1], runs["budget"][-1]
+        for a, b in zip(whole.pop("grads"), split.pop("grads"), strict=True):
+            worst = max(worst, float((a - b).abs().max() / a.abs().max().clamp(min=1e-12)))
+        lengths = sorted(len(p) + len(c) for p, c in batch)
+        parts = len(microbatches(batch, args.budget))
+        print(f"batch {index}: rows {lengths} in {parts} micro-batches;", whole, split, flush=True)
+    seconds = {way: sum(r["seconds"] for r in runs[way]) for way in WAYS}
+    ratio = seconds[None] / seconds["budget"]
+    medians = statistics.median(
+        w["seconds"] / m["seconds"] for w, m in zip(runs[None], runs["budget"], strict=True)
+    )
+    print(f"{args.model} on StrBuild rows, {args.steps} batches, {args.threads} threads")
+    print("| way | forward + backward, all batches | token positions embedded |\n|---|---:|---:|")
+    for way, name in WAYS.items():
+        tokens = sum(r["positions"] for r in runs[way])
+        print(f"| {name} | {seconds[way]:.1f} s | {tokens:,} |")
+    print(f"micro-batches of {args.budget} tokens: {ratio:.2f}x faster (median {medians:.2f}x)")
+    print(f"largest gradient difference, relative to the largest gradient: {worst:.1e}")
+    if args.json:
+        report = {
+            "model": args.model,
+            "budget": args.budget,
+            "threads": args.threads,
+            "machine": platform.machine(),
+            "runs": {WAYS[way]: r for way, r in runs.items()},
+            "speedup": ratio,
+            "median_batch_speedup": medians,
+            "largest_relative_gradient_difference": worst,
+        }
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
