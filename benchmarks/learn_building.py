@@ -171,6 +171,8 @@ PRETRAINED = {
 """What `--model` changes: LoRA learning rates (the RL one is `learn_real_model`'s frozen
 recipe), and sizes in a pretrained tokenizer's tokens (SmolLM2's: StrBuild prompts of 810 tokens
 on average and 1,974 at most, oracle answers up to 208)."""
+SFT_MICROBATCH_TOKENS = 1024
+"""A pretrained model's warm-start micro-batches (`SupervisedConfig.max_tokens_per_microbatch`)."""
 
 
 # ----- the pipeline -----------------------------------------------------------------------------
@@ -313,6 +315,9 @@ def warm_start(
         logging_steps=max(1, steps // 20),
         device=recipe.device,
         gradient_checkpointing=recipe.sft_gradient_checkpointing,
+        # a pretrained tokenizer's rows run from 300 to 2,100 tokens: micro-batches halve a step
+        # (benchmarks/sft_microbatches.py) and change it only by rounding
+        max_tokens_per_microbatch=SFT_MICROBATCH_TOKENS if recipe.model else None,
     )
     trainer = SupervisedTrainer(policies, rows, config)
     started = time.perf_counter()

@@ -1,8 +1,9 @@
 """A warm start's steps in token-budget micro-batches and as whole padded batches, side by side.
 
-`SupervisedTrainer` runs a step's rows in micro-batches of at most `max_tokens_per_microbatch`
-token positions, shortest rows first, and adds up their gradients weighted by completion tokens,
-so that the step is the whole batch's (`tests/test_warm_start.py`). A whole batch pads every row
+With `max_tokens_per_microbatch`, `SupervisedTrainer` runs a step's rows in micro-batches of at
+most that many token positions, shortest rows first, and adds up their gradients weighted by
+completion tokens, so that the step is the whole batch's (`tests/test_warm_start.py`); without
+it (the default), a whole batch pads every row
 to its longest: SmolLM2's StrBuild rows average about 900 tokens and reach 2,100. This script
 builds the warm start that `benchmarks/learn_building.py --model` runs (its LoRA team, its
 noisy-oracle rows and sizes, gradient checkpointing), then times the forward and backward of the
@@ -28,6 +29,7 @@ from typing import Any
 import torch
 from learn_building import (
     PRETRAINED,
+    SFT_MICROBATCH_TOKENS,
     TASKS,
     Recipe,
     demonstrations,
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--steps", type=int, default=4, help="batches timed each way")
-    parser.add_argument("--budget", type=int, default=SupervisedConfig.max_tokens_per_microbatch)
+    parser.add_argument("--budget", type=int, default=SFT_MICROBATCH_TOKENS)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--work", default="runs/learn_building", help="learn_building's folder")
     parser.add_argument("--json")

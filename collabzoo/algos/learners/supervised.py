@@ -89,12 +89,13 @@ class SupervisedConfig:
     """Per-agent devices over `device`, as the learners'."""
     gradient_checkpointing: bool = False
     """Recompute each layer's activations in backward (less memory, more compute)."""
-    max_tokens_per_microbatch: int | None = 1024
-    """A step's rows run through the model in micro-batches, shortest first, each of at most
+    max_tokens_per_microbatch: int | None = None
+    """Run a step's rows through the model in micro-batches, shortest first, each of at most
     this many token positions (its rows times its longest, padding included; a longer row runs
-    alone), and their gradients add up to the whole batch's: the loss is a sum over tokens, so
-    the step is the same, but a long row no longer pads every other row to its length (on
-    SmolLM2's StrBuild rows, half the time of a step on a CPU). None: the whole batch at once."""
+    alone), their gradients adding up to the whole batch's: the loss is a sum over tokens, so
+    the step is the same up to rounding, but a long row no longer pads every other row to its
+    length (1024 halves a step on SmolLM2's StrBuild rows on a CPU). None: the whole batch at
+    once, bit for bit the step of earlier versions."""
 
     def __post_init__(self) -> None:
         if self.learning_rate <= 0:
