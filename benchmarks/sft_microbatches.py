@@ -3,8 +3,8 @@
 With `max_tokens_per_microbatch`, `SupervisedTrainer` runs a step's rows in micro-batches of at
 most that many token positions, shortest rows first, and adds up their gradients weighted by
 completion tokens, so that the step is the whole batch's (`tests/test_warm_start.py`); without
-it (the default), a whole batch pads every row
-to its longest: SmolLM2's StrBuild rows average about 900 tokens and reach 2,100. This script
+it (the default), a whole batch pads every row to its longest: SmolLM2's StrBuild rows average
+about 900 tokens and reach 2,100. This script
 builds the warm start that `benchmarks/learn_building.py --model` runs (its LoRA team, its
 noisy-oracle rows and sizes, gradient checkpointing), then times the forward and backward of the
 same `--steps` batches both ways, alternating which goes first, and checks that the two
