@@ -3,7 +3,8 @@
 The reference data (HumanEval, CoopHumanEval, MBPP, the StrBuild targets, the HouseBuild houses)
 is never copied into the repository. Tests read it from COLLABZOO_SHARED_DATA, or else from the
 `shared/data` folder beside the checkout. Outside CI a missing copy skips the test with a reason
-that says how to provide it; with CI=true it fails.
+that says how to provide it; with CI=true it fails. The hooks below hold every test to that
+rule: under CI=true any skip outside the CUDA suite fails the run.
 """
 
 from __future__ import annotations
@@ -78,6 +79,53 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: -cost.get(item.path, 0.0))  # stable: a file keeps its order
 
 
+UNDER_CI = os.environ.get("CI") == "true"
+
+CI_ALLOWED_SKIP_MARKER = "cuda"
+CI_ALLOWED_SKIP_MODULES = frozenset({"tests/test_cuda.py"})
+"""Under CI=true the CUDA suite is the one place a skip may stand: its tests carry the `cuda`
+marker, and its module skips as a whole on a machine without a GPU."""
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip outside CI with `reason` (which says how to enable the test); fail under CI=true."""
+    if UNDER_CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def _ci_forbids_skip(report: pytest.TestReport | pytest.CollectReport) -> bool:
+    return UNDER_CI and report.skipped and not hasattr(report, "wasxfail")
+
+
+def _fail_the_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    _, _, reason = report.longrepr if isinstance(report.longrepr, tuple) else ("", 0, "")
+    report.outcome = "failed"
+    report.longrepr = (
+        f"skipped under CI=true, where only the CUDA suite may skip: {reason or report.longrepr}"
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """The skip rule as a check, not a convention: under CI=true a skip fails the test."""
+    report = yield
+    if _ci_forbids_skip(report) and item.get_closest_marker(CI_ALLOWED_SKIP_MARKER) is None:
+        _fail_the_skip(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """The same for a module that skips itself whole while it is collected."""
+    report = yield
+    path = getattr(collector, "path", None)
+    relative = Path(os.path.relpath(path, REPOSITORY)).as_posix() if path else ""
+    if _ci_forbids_skip(report) and relative not in CI_ALLOWED_SKIP_MODULES:
+        _fail_the_skip(report)
+    return report
+
+
 def _shared_data_dir() -> Path:
     configured = os.environ.get("COLLABZOO_SHARED_DATA")
     return Path(configured) if configured else REPOSITORY.parent / "shared" / "data"
@@ -92,9 +140,7 @@ def require(path: Path, what: str) -> Path:
         "reference data (humaneval/, coophumaneval/, mbpp/, strbuild/, housebuild/), or put "
         "it at shared/data beside the repository"
     )
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
+    skip_or_fail(reason)
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from collabzoo.envs import hub
-from tests.conftest import REPOSITORY
+from tests.conftest import REPOSITORY, skip_or_fail
 
 RETRY_TOTAL_S = 1 + 2 + 4 + 8 + 8
 """What `datasets` spends retrying an unreachable hub, per dataset."""
@@ -218,7 +218,10 @@ def test_a_cached_dataset_loads_without_the_hub(tmp_path: Path) -> None:
         env=env,
     )
     if built.returncode != 0:
-        pytest.skip(f"this datasets version cannot be given a cache entry here: {built.stderr}")
+        skip_or_fail(
+            "this datasets version cannot be given a cache entry here (install the `datasets` "
+            f"version pyproject.toml names to run this): {built.stderr}"
+        )
     expected = [{"task_id": f"T/{k}", "value": k} for k in range(5)]
     for extra in ({"HF_HUB_OFFLINE": "1"}, {}):
         loaded = run_python(LOAD_CACHED, offline_env(tmp_path, port, **extra))

@@ -20,7 +20,7 @@ import pytest
 from collabzoo.sandbox import get_sandbox
 from collabzoo.sandbox.pool import MAX_REPLY, LineBuffer, WorkerBroken
 from collabzoo.sandbox.result import OUTPUT_LIMIT
-from tests.conftest import RUNTIMES, isolated_pool, require_docker
+from tests.conftest import RUNTIMES, isolated_pool, require_docker, skip_or_fail
 
 TIMEOUT = 1.0
 SECRET = "collabzoo-planted-5f0e9"
@@ -493,7 +493,7 @@ def test_a_job_that_narrows_its_affinity_leaves_the_next_the_full_cpu_set(lone_c
     container's full set again, the set of the executor (PID 1, where the tests run)."""
     sandbox, fresh = lone_container
     if len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("one CPU here: there is nothing to narrow")
+        skip_or_fail("one CPU here: there is nothing to narrow; run this on two or more cores")
     narrowed = sandbox.run(
         "import os\ndef f():\n    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})\n"
         "    return len(os.sched_getaffinity(0))",
