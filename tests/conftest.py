@@ -45,7 +45,10 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 def benchmark_module(name: str, registered: str | None = None) -> types.ModuleType:
     """`benchmarks/<name>.py` (not a package), imported under `registered` (default `name`) in
     `sys.modules`: its worker processes unpickle its functions, and its dataclasses look their
-    module up, by that name."""
+    module up, by that name. The folder goes on `sys.path`, as when the script runs itself, so
+    its `from provenance import provenance` finds its neighbour."""
+    if str(REPOSITORY / "benchmarks") not in sys.path:
+        sys.path.append(str(REPOSITORY / "benchmarks"))
     spec = importlib.util.spec_from_file_location(
         registered or name, REPOSITORY / "benchmarks" / f"{name}.py"
     )
