@@ -28,18 +28,16 @@ import os
 import sys
 
 from collabzoo import __version__
-from collabzoo.cli import demo, model, play, plot, sandbox, serve, sft, train
+from collabzoo.cli import bench, demo, model, play, plot, sandbox, serve, sft, train
 from collabzoo.cli.usage import PROG, UsageError, report_error
 
-COMMAND_GROUPS = (play, demo, train, sft, sandbox, model, serve, plot)
-"""Registered in this order, which `collabzoo --help` lists; the bench family comes last."""
+COMMAND_GROUPS = (play, demo, train, sft, sandbox, model, serve, plot, bench)
+"""Registered in this order, which `collabzoo --help` lists; the bench family (bench,
+leaderboard, rescore, export) comes last."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The `collabzoo` parser; each subcommand sets its `handler`."""
-    # The bench family imports collabzoo.cli's shared options: imported here, once both exist.
-    from collabzoo.bench.command import add_commands as add_bench_commands
-
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Multi-agent LLM collaboration tasks as PettingZoo environments.",
@@ -48,7 +46,6 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.add_commands(commands)
-    add_bench_commands(commands)  # bench, leaderboard, rescore, export
     return parser
 
 

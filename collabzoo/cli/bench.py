@@ -1,10 +1,12 @@
-"""The `collabzoo bench`, `leaderboard` and `rescore` commands (registered by `collabzoo.cli`).
+"""The `collabzoo bench`, `leaderboard`, `rescore` and `export` commands: their arguments and
+dispatch; what they run is `collabzoo.bench`.
 
     collabzoo bench --env ENV[,ENV...]|all|embedded --team SPEC [--team SPEC ...]
                     [--protocol single,parallel,pipeline,discussion|all] [--rounds R]
                     [--episodes N] [--split eval|train|all] [--output DIR] [--resume]
     collabzoo leaderboard DIR [DIR ...] [--format markdown|csv|json] [--plot PNG]
     collabzoo rescore FILE [FILE ...]
+    collabzoo export ENV --team SPEC [--episodes N] -o DIR | export RESULTS [RESULTS ...] -o DIR
 
 `all` is every registered env; pairs that cannot run here (no scripted team of that kind
 for the env) are skipped with a note, and so is an env whose data cannot be loaded (one line
