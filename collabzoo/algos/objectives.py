@@ -45,12 +45,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 import torch
-
-if TYPE_CHECKING:
-    from collabzoo.algos.rollout.tree import Node
 
 BASELINES = ("raw", "mean", "rloo", "max")
 STD_MODES = ("population", "unbiased")
@@ -284,14 +281,38 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+class Transition(Protocol):
+    """A joint action out of a tree state as `branch_estimates` reads it (`rollout.tree.Child`)."""
+
+    @property
+    def reward(self) -> float: ...
+
+    @property
+    def node(self) -> Branching | None: ...
+
+
+class Branching(Protocol):
+    """A rollout tree's state as `branch_estimates` reads it (`rollout.tree.Node`): a protocol,
+    so that these functions need nothing of the rollout, which imports them."""
+
+    @property
+    def agents(self) -> Sequence[str]: ...
+
+    @property
+    def children(self) -> Sequence[Transition]: ...
+
+
+StateT = TypeVar("StateT", bound=Branching)
+
+
 def branch_estimates(
-    node: Node,
-    value_of: Callable[[Node, int], float],
+    node: StateT,
+    value_of: Callable[[StateT, int], float],
     agent: str | None,
     gamma: float,
     lam: float,
     out: dict[Hashable, tuple[float, float, float]],
-    baseline_of: Callable[[Node], float] | None = None,
+    baseline_of: Callable[[StateT], float] | None = None,
 ) -> list[float]:
     """(A, y, V) of every transition below `node` into `out`, keyed by (id(node), child index);
     returns A of `node`'s own transitions.
