@@ -22,7 +22,10 @@ throughput is given as figures measured apart (REFERENCE_PER_S, one core of this
 machines). With `--reference DIR` (a checkout of the reference task repository) the benchmark
 times its StrBuild and HouseBuild reward functions side by side, on the same answers and tasks.
 
-    python benchmarks/env_steps.py [--seconds 3] [--json results.json] [--reference DIR]
+    python benchmarks/env_steps.py [--seconds 3] [--json [PATH]] [--reference DIR]
+
+`--json` alone writes benchmarks/results/env_steps.json, from which `env_steps_table` builds the
+Performance page's table.
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ import argparse
 import importlib
 import importlib.util
 import itertools
-import json
 import os
 import platform
 import random
@@ -48,6 +50,9 @@ from collabzoo.envs.records import train_eval_split
 from collabzoo.envs.scripted_teams import scripted_team
 from collabzoo.rewards.housebuild import score_housebuild
 from collabzoo.rewards.strbuild import score_strbuild
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import markdown_table, results_path, thousands, times, write_results
 
 GAMES = ("strbuild", "housebuild")
 ANSWER_SETS = ("oracle", "messy")
@@ -448,7 +453,12 @@ def pin_to_one_core() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
-    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("env_steps")),
+        help="also write the results to this file (alone: benchmarks/results/env_steps.json)",
+    )
     parser.add_argument("--games", nargs="+", choices=GAMES, default=list(GAMES))
     parser.add_argument("--answers", nargs="+", choices=ANSWER_SETS, default=list(ANSWER_SETS))
     parser.add_argument(
@@ -513,14 +523,65 @@ def main() -> None:
     if args.json:
         meta = {
             "python": platform.python_version(),
-            "machine": platform.machine(),
             "cpu": pinned,
             "messy_pairs": MESSY_PAIRS,
             "messy_seed": MESSY_SEED,
             "target_episodes_vs_reference": TARGET_VS_REFERENCE,
         }
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": rows}, f, indent=2)
+        results = {"meta": meta, "results": rows}
+        write_results(args.json, {"headline": headline(results), **results})
+
+
+# ----- the Performance page's table --------------------------------------------------------------
+GAME_NAMES = {"strbuild": "StrBuild", "housebuild": "HouseBuild"}
+ANSWER_NAMES = {("housebuild", "oracle"): "oracle + naive"}
+
+
+def env_steps_table(results: dict) -> str:
+    """The page's table: figures to three significant digits (the rounds move more than that)."""
+    rows = results["results"]
+    side_by_side = all(r["reference_measured"] == "side by side" for r in rows)
+    header = [
+        "game",
+        "answers",
+        "episodes/s (reset + step)",
+        "step alone",
+        "team steps (H = 4)",
+        "scorer only",
+        "reference, side by side" if side_by_side else "reference (measured apart)",
+        "episodes vs reference",
+    ]
+    cells = [
+        [
+            GAME_NAMES[r["game"]],
+            ANSWER_NAMES.get((r["game"], r["answers"]), r["answers"]),
+            *(
+                thousands(round(r[key], -1))
+                for key in (
+                    "episodes_per_s",
+                    "steps_alone_per_s",
+                    "env_steps_per_s",
+                    "scorer_steps_per_s",
+                    "reference_scorer_steps_per_s",
+                )
+            ),
+            times(r["episodes_vs_reference"], 1),
+        ]
+        for r in rows
+    ]
+    return markdown_table(header, cells)
+
+
+def headline(results: dict) -> dict:
+    """Messy StrBuild episodes against the reference: what a reward function mostly sees."""
+    (row,) = (r for r in results["results"] if (r["game"], r["answers"]) == ("strbuild", "messy"))
+    episodes = thousands(round(row["episodes_per_s"], -1))
+    reference = thousands(round(row["reference_scorer_steps_per_s"], -1))
+    return {
+        "figure": f"{episodes} messy StrBuild episodes/s, the reference reward {reference} calls/s",
+        "ratio": round(row["episodes_vs_reference"], 1),
+        "section": "Env steps of the building games",
+    }
 
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ For each game, one run times three loops on the same precomputed answers:
 and prints in-process and remote figures side by side with their ratio. The server runs in its
 own process (`python -m collabzoo.cli serve GAME --port P` on 127.0.0.1), as a user runs it.
 
-    python benchmarks/openenv_steps.py [--seconds 3] [--games tinycoop,strbuild] [--json F]
+    python benchmarks/openenv_steps.py [--seconds 3] [--games tinycoop,strbuild] [--json [F]]
+
+`--json` alone writes benchmarks/results/openenv_steps.json, from which `openenv_steps_table`
+builds the Performance page's table.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from __future__ import annotations
 import argparse
 import copy
 import itertools
-import json
 import os
 import platform
 import socket
@@ -23,11 +25,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import collabzoo
 from collabzoo.envs.scripted_teams import scripted_team
 from collabzoo.integrations.openenv import RemoteEnvError, remote_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import markdown_table, results_path, thousands, write_results
 
 
 def answers_for(game: str) -> list[tuple[dict[str, Any], list[dict[str, str]]]]:
@@ -109,7 +115,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per loop (3)")
     parser.add_argument("--games", default="tinycoop,strbuild")
-    parser.add_argument("--json", default=None, metavar="PATH")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("openenv_steps")),
+        metavar="PATH",
+        help="write the results here (alone: benchmarks/results/openenv_steps.json)",
+    )
     args = parser.parse_args()
     rows = []
     for game in args.games.split(","):
@@ -134,12 +146,41 @@ def main() -> None:
                 f"{row['game']:<10} {key:<16} {here:>12,.0f} {there:>10,.0f} {there / here:>17.3f}×"
             )
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(
-                {"rows": rows, "python": platform.python_version(), "cpus": os.cpu_count()},
-                handle,
-                indent=2,
-            )
+        results = {"rows": rows, "python": platform.python_version(), "cpus": os.cpu_count()}
+        write_results(args.json, {"headline": headline(results), **results})
+
+
+# ----- the Performance page's table --------------------------------------------------------------
+GAME_LABELS = {
+    "tinycoop": ("TinyCoop (1 turn)", "TinyCoop"),
+    "strbuild": ("StrBuild (oracle, 4 turns)", "StrBuild"),
+}
+"""A game's name on its first row (with its horizon and answers) and on its second."""
+MEASURES = (
+    ("steps_per_s", "env steps/s, resets included"),
+    ("branches_per_s", "branches/s (copy + step)"),
+)
+
+
+def openenv_steps_table(results: dict) -> str:
+    cells = []
+    for row in results["rows"]:
+        names = GAME_LABELS.get(row["game"], (row["game"], row["game"]))
+        for (key, measure), name in zip(MEASURES, names, strict=True):
+            here, there = row["in_process"][key], row["served"][key]
+            cells.append([name, measure, thousands(here), thousands(there), f"{there / here:.2g}×"])
+    return markdown_table(["game", "measure", "in-process", "served", "served / in-process"], cells)
+
+
+def headline(results: dict) -> dict:
+    """The hop's cost on the game a language-model team plays, per env step."""
+    (row,) = (r for r in results["rows"] if r["game"] == "strbuild")
+    here, there = row["in_process"]["steps_per_s"], row["served"]["steps_per_s"]
+    return {
+        "figure": f"StrBuild env steps/s served {thousands(there)}, in-process {thousands(here)}",
+        "ratio": float(f"{there / here:.2g}"),
+        "section": "Serving an env over OpenEnv",
+    }
 
 
 if __name__ == "__main__":
