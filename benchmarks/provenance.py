@@ -81,15 +81,29 @@ def machine() -> str:
     return ", ".join(parts)
 
 
+def published_argument(argument: str) -> str:
+    """An argument as a results file shows it: an absolute path inside the checkout relative to
+    it, one outside cut to its last part (no machine's folders get published), `--x=PATH` alike."""
+    option, equals, value = (
+        argument.partition("=") if argument.startswith("-") else ("", "", argument)
+    )
+    if not value.startswith("/"):
+        return argument
+    path = Path(value)
+    try:
+        shown = path.resolve().relative_to(REPOSITORY).as_posix()
+    except (ValueError, OSError):
+        shown = path.name
+    return f"{option}{equals}{shown}"
+
+
 def command(argv: list[str]) -> str:
-    """`python <script> <args>`, the script's path relative to the checkout when it is inside it,
-    so the line can be run again from the repository root."""
+    """`python <script> <args>`, paths as `published_argument` shows them, so the line can be run
+    again from the repository root."""
     if not argv:
         return "python"
-    script = Path(argv[0])
-    with contextlib.suppress(ValueError, OSError):
-        script = script.resolve().relative_to(REPOSITORY)
-    return shlex.join(["python", script.as_posix(), *argv[1:]])
+    script = str(Path(argv[0]).resolve())  # run from any folder: shown from the checkout's root
+    return shlex.join(["python", *(published_argument(a) for a in [script, *argv[1:]])])
 
 
 def provenance(argv: list[str] | None = None) -> dict[str, str]:

@@ -303,6 +303,20 @@ def test_provenance_names_the_commit_date_machine_and_command() -> None:
     assert provenance_problems({"provenance": record}) == []
 
 
+def test_provenance_publishes_no_folder_of_the_machine(tmp_path: Path) -> None:
+    """A results file goes into the repository: paths in its command are the checkout's own,
+    relative, or a file's name."""
+    module = script("provenance")
+    argv = [str(REPOSITORY / "benchmarks" / "x.py"), "--json", str(tmp_path / "out.json")]
+    argv += [f"--plot={tmp_path}", "--data", str(REPOSITORY / "docs" / "assets"), "--every", "-1"]
+    command = module.provenance(argv)["command"]
+    assert command == (
+        f"python benchmarks/x.py --json out.json --plot={tmp_path.name} --data docs/assets "
+        "--every -1"
+    )
+    assert str(tmp_path.parent) not in command
+
+
 def test_provenance_outside_a_checkout_says_unknown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
