@@ -46,22 +46,29 @@ LoRA: CoMLRL 1.4.3 has no LoRA or peft option (its IAC and MAAC trainers take fu
 critic models only), so throughput compares full models, and the memory section reports
 collabzoo's LoRA team against full models only.
 
-    python benchmarks/actor_critic_vs_comlrl.py [--quick] [--json results.json]
+    python benchmarks/actor_critic_vs_comlrl.py [--quick] [--json [results.json]]
     python benchmarks/actor_critic_vs_comlrl.py --model smollm2-135m-instruct --quick --skip-memory
+
+`--json` alone writes benchmarks/results/actor_critic_vs_comlrl.json, from which
+`actor_critic_table` builds the Performance page's table. The page's table of the pretrained
+model (`pretrained_table`) reads benchmarks/results/pretrained_vs_comlrl.json: the `--json`
+files of this script's and `magrpo_vs_comlrl.py`'s `--model` runs, under "actor_critic" and
+"magrpo".
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
 import tempfile
 import time
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from magrpo_vs_comlrl import (
     LARGE,
     PROMPTS,
@@ -86,6 +93,7 @@ from magrpo_vs_comlrl import (
     team_models,
     tensor_bytes,
 )
+from results_table import markdown_table, results_path, thousands, times, write_results
 
 COMMON = {  # identical for both libraries
     "max_new_tokens": 128,
@@ -345,7 +353,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per subprocess")
     parser.add_argument("--skip-memory", action="store_true")
-    parser.add_argument("--json", help="also write the results here")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("actor_critic_vs_comlrl")),
+        help="also write the results here (alone: benchmarks/results/actor_critic_vs_comlrl.json)",
+    )
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--params", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -400,7 +413,10 @@ def main() -> None:
             params = {"variant": variant}
             runs["collabzoo"].append(child("collabzoo", {**params, "steps": steps}))
             runs["comlrl"].append(child("comlrl", {**params, "epochs": epochs}))
-        results["throughput"][variant] = {k: summarise(v) for k, v in runs.items()}
+        row = results["throughput"][variant] = {k: summarise(v) for k, v in runs.items()}
+        if "error" not in row["collabzoo"] and "error" not in row["comlrl"]:
+            ours, theirs = row["collabzoo"], row["comlrl"]
+            row["ratio"] = ours["joint_samples_per_s"] / theirs["joint_samples_per_s"]
     if not args.skip_memory:
         memory = workload
         if args.quick:
@@ -418,10 +434,138 @@ def main() -> None:
     report(results)
     print(f"\ntotal {results['total_seconds']:.0f}s")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-        print(f"wrote {args.json}")
+        if all("ratio" in row for row in results["throughput"].values()):
+            results["headline"] = headline(results)
+        write_results(args.json, results)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+# ----- the Performance page's tables -----------------------------------------------------------
+TINY_NAMES = {
+    "iac-separate": "IAC, separate critics (`IACTrainer` both)",
+    "iac-head": "IAC, value heads on the actors",
+    "cc": "CC (`CentralCriticTrainer` / `MAACTrainer`)",
+}
+PRETRAINED_NAMES = {
+    "iac-separate": "IAC, separate critics",
+    "iac-head": "IAC, value heads",
+    "cc": "CC",
+}
+
+
+SHORT_NAMES = {
+    "iac-separate": "IAC with separate critics",
+    "iac-head": "IAC with value heads",
+    "cc": "CC",
+}
+
+
+def ratio_of(row: dict[str, Any]) -> float:
+    """The run's ratio of unrounded rates (a row's own), else the rates' ratio."""
+    return row.get(
+        "ratio", row["collabzoo"]["joint_samples_per_s"] / row["comlrl"]["joint_samples_per_s"]
+    )
+
+
+def rss(row: dict[str, Any]) -> str:
+    ours, theirs = row["collabzoo"]["peak_rss_mb"], row["comlrl"]["peak_rss_mb"]
+    return f"{thousands(ours)} / {thousands(theirs)} MB"
+
+
+def actor_critic_table(results: dict[str, Any]) -> str:
+    """The tiny model's three pairings, joint samples/s of the best round."""
+    cells = [
+        [
+            TINY_NAMES[variant],
+            f"{row['collabzoo']['joint_samples_per_s']:.2f}",
+            f"{row['comlrl']['joint_samples_per_s']:.2f}",
+            times(ratio_of(row), 1),
+            rss(row),
+        ]
+        for variant, row in results["throughput"].items()
+    ]
+    header = [
+        "learner",
+        "collabzoo",
+        "CoMLRL",
+        "collabzoo / CoMLRL",
+        "peak RSS, collabzoo / CoMLRL",
+    ]
+    return markdown_table(header, cells)
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """CC's ratio, the pairing with a critic over the joint state, and the others' beside it."""
+    rows = results["throughput"]
+    cc = rows["cc"]
+    others = ", ".join(
+        f"{SHORT_NAMES[v]} {times(ratio_of(r), 1)}" for v, r in rows.items() if v != "cc"
+    )
+    ours, theirs = cc["collabzoo"]["joint_samples_per_s"], cc["comlrl"]["joint_samples_per_s"]
+    return {
+        "benchmark": "Actor-critic learners against CoMLRL",
+        "figure": f"CC {ours:.2f} against {theirs:.2f} joint samples/s; {others}",
+        "ratio": round(ratio_of(cc), 1),
+        "section": "Actor-critic learners",
+    }
+
+
+def rounds_cell(ours: dict[str, Any], theirs: dict[str, Any], rounds: int) -> str:
+    """Every round's rate where the file keeps them, else how many rounds there were."""
+    if "round_joint_samples_per_s" in ours and "round_joint_samples_per_s" in theirs:
+        return " / ".join(
+            ", ".join(f"{rate:.2f}" for rate in side["round_joint_samples_per_s"])
+            for side in (ours, theirs)
+        )
+    return f"{rounds} rounds each"
+
+
+def pretrained_table(results: dict[str, Any]) -> str:
+    """MAGRPO and the actor-critic learners on the pretrained model, from the two scripts'
+    `--model` runs (`results["magrpo"]`, `results["actor_critic"]`)."""
+
+    def cells(name: str, row: dict[str, Any], rounds: int, median: float | None) -> list[str]:
+        ours, theirs = row["collabzoo"], row["comlrl"]
+        ratio = times(ratio_of(row), 2)
+        if median is not None:
+            ratio += f" (median {times(median, 2)})"
+        return [
+            name,
+            f"{ours['joint_samples_per_s']:.2f}",
+            f"{theirs['joint_samples_per_s']:.2f}",
+            ratio,
+            rounds_cell(ours, theirs, rounds),
+            f"{mean_tokens(ours)} / {mean_tokens(theirs)}",
+            rss(row),
+        ]
+
+    magrpo, actor_critic = results["magrpo"], results["actor_critic"]
+    rows = [cells("MAGRPO", magrpo, magrpo["settings"]["rounds"], magrpo.get("median_ratio"))]
+    rounds = actor_critic["settings"]["rounds"]
+    for variant, row in actor_critic["throughput"].items():
+        rows.append(cells(PRETRAINED_NAMES[variant], row, rounds, row.get("median_ratio")))
+    header = [
+        "learner",
+        "collabzoo",
+        "CoMLRL",
+        "collabzoo / CoMLRL",
+        "rounds, collabzoo / CoMLRL",
+        "answer tokens, collabzoo / CoMLRL",
+        "peak RSS, collabzoo / CoMLRL",
+    ]
+    return markdown_table(header, rows)
+
+
+def pretrained_headline(results: dict[str, Any]) -> dict[str, Any]:
+    magrpo = results["magrpo"]
+    ratios = [ratio_of(row) for row in results["actor_critic"]["throughput"].values()]
+    ours, theirs = (
+        magrpo["collabzoo"]["joint_samples_per_s"],
+        magrpo["comlrl"]["joint_samples_per_s"],
+    )
+    return {
+        "benchmark": "Against CoMLRL on SmolLM2-135M-Instruct",
+        "figure": f"MAGRPO {ours:.2f} against {theirs:.2f} joint samples/s; the actor-critic "
+        f"learners {min(ratios):.2f}-{times(max(ratios), 2)}",
+        "ratio": round(ratio_of(magrpo), 2),
+        "section": "On the pretrained model (SmolLM2-135M-Instruct)",
+    }

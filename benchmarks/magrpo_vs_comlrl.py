@@ -72,8 +72,11 @@ CoMLRL is optional: install it without touching torch,
 
 and it runs with WANDB_MODE=disabled.
 
-    python benchmarks/magrpo_vs_comlrl.py [--quick] [--profile] [--json results.json]
+    python benchmarks/magrpo_vs_comlrl.py [--quick] [--profile] [--json [results.json]]
     python benchmarks/magrpo_vs_comlrl.py --model smollm2-135m-instruct [--quick] [--skip-memory]
+
+`--json` alone writes benchmarks/results/magrpo_vs_comlrl.json, from which `magrpo_table` and
+`lora_memory_table` build the Performance page's tables.
 """
 
 from __future__ import annotations
@@ -91,6 +94,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import markdown_table, results_path, thousands, times, write_results
 
 PROMPTS = [
     "Write a function that returns the sum of two integers.",
@@ -742,7 +748,13 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per subprocess")
     parser.add_argument("--profile", action="store_true", help="cProfile collabzoo's steps")
     parser.add_argument("--skip-memory", action="store_true")
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        nargs="?",
+        const=results_path("magrpo_vs_comlrl"),
+        help="also write the results here (alone: benchmarks/results/magrpo_vs_comlrl.json)",
+    )
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--params", default="{}", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -828,8 +840,86 @@ def main() -> None:
     report(results)
     print(f"\ntotal {results['total_seconds']:.0f}s")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
-        print(f"wrote {args.json}")
+        if "error" not in ours and "error" not in theirs:
+            results["headline"] = headline(results)
+        write_results(args.json, results)
+
+
+# ----- the Performance page's tables -----------------------------------------------------------
+def magrpo_table(results: dict[str, Any]) -> str:
+    """Throughput of the tiny model's team, one row for the run's thread count."""
+    ours, theirs = results["collabzoo"], results["comlrl"]
+    threads = results["settings"]["threads"]
+    cells = [
+        [
+            "1 (`--threads 1`, the script's default)" if threads == 1 else str(threads),
+            f"{ours['joint_samples_per_s']:.1f}",
+            f"{theirs['joint_samples_per_s']:.1f}",
+            f"{times(results['ratio'], 1)} (medians {times(results['median_ratio'], 1)})",
+            f"{thousands(ours['peak_rss_mb'])} / {thousands(theirs['peak_rss_mb'])} MB",
+        ]
+    ]
+    header = [
+        "torch threads",
+        "collabzoo",
+        "CoMLRL",
+        "collabzoo / CoMLRL",
+        "peak RSS, collabzoo / CoMLRL",
+    ]
+    return markdown_table(header, cells)
+
+
+def lora_memory_table(results: dict[str, Any]) -> str:
+    """The two-agent team's memory after one update: two full copies against a LoRA team."""
+
+    def mb(count: float) -> str:
+        return f"{count / 2**20:.3g} MB"
+
+    teams = (
+        ("full_copies", "two full copies"),
+        ("lora", "one base + two LoRA adapters (`lora_team`, rank 8)"),
+    )
+    cells = [
+        [
+            name,
+            mb(results[key]["param_bytes"]),
+            mb(results[key]["train_state_bytes"]),
+            f"{thousands(results[key]['peak_rss_mb'])} MB",
+        ]
+        for key, name in teams
+    ]
+    header = ["team", "parameters", "weights + gradients + AdamW state", "peak RSS"]
+    return markdown_table(header, cells)
+
+
+def headline(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summary's rows: the throughput ratio, and the LoRA team's state against two copies
+    when the run measured memory."""
+    ours = results["collabzoo"]["joint_samples_per_s"]
+    theirs = results["comlrl"]["joint_samples_per_s"]
+    digits = 2 if min(ours, theirs) < 1 else 1
+    model = results["settings"]["model_name"]
+    rows = [
+        {
+            "benchmark": "MAGRPO against CoMLRL",
+            "figure": f"{ours:.{digits}f} against {theirs:.{digits}f} joint samples/s, {model}",
+            "ratio": round(results["ratio"], 2),
+            "section": "MAGRPO",
+        }
+    ]
+    full, lora = results.get("full_copies", {}), results.get("lora", {})
+    if "train_state_bytes" in full and "train_state_bytes" in lora:
+        ratio = full["train_state_bytes"] / lora["train_state_bytes"]
+        rows.append(
+            {
+                "benchmark": "A LoRA team's memory",
+                "figure": f"state between steps {lora['train_state_bytes'] / 2**20:.3g} MB "
+                f"against two full copies' {full['train_state_bytes'] / 2**20:.3g} MB",
+                "ratio": round(ratio, 1),
+                "section": "A LoRA team's memory",
+            }
+        )
+    return rows
 
 
 if __name__ == "__main__":
