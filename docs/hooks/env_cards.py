@@ -8,8 +8,10 @@ therefore gets a card with no edit here, and a card cannot describe rules the co
 
 The code tasks' data comes from COLLABZOO_SHARED_DATA (or `shared/data` beside the checkout,
 as for the tests), else from the Hugging Face hub; without either, their cards say so in place
-of the example episode. Their example programs are the dataset's own reference solutions or a
-trivial placeholder, so they run on the process sandbox and the build needs no Docker.
+of the example episode. Under CI (CI=true) or with COLLABZOO_DOCS_REQUIRE_DATA=1 the local data
+is required instead: a card without its data, or whose tasks or episode fail, fails the build.
+Their example programs are the dataset's own reference solutions or a trivial placeholder, so
+they run on the process sandbox and the build needs no Docker.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 from table_cells import cell, code_cell, shorten
 
@@ -48,6 +51,8 @@ ERROR_LIMIT = 300
 """Characters of an error a card quotes where its tasks or its example episode failed."""
 CATALOGUE_CLASS = "env-catalogue"
 """The class of the block around the catalogue, for its column styles in extra.css."""
+REQUIRE_DATA = "COLLABZOO_DOCS_REQUIRE_DATA"
+"""Set to 1 to fail the build on a card without its data, as CI=true does."""
 
 
 # ----- where a card's data comes from ---------------------------------------------------------
@@ -56,6 +61,28 @@ def shared_data_dir() -> Path:
     the checkout."""
     configured = os.environ.get("COLLABZOO_SHARED_DATA")
     return Path(configured) if configured else REPOSITORY.parent / "shared" / "data"
+
+
+def data_required() -> bool:
+    """Whether a card must be built on its reference data: a notice in place of the tasks would
+    otherwise pass a strict build unseen and be published."""
+    return os.environ.get("CI") == "true" or os.environ.get(REQUIRE_DATA) == "1"
+
+
+def data_file(entry: EnvEntry, env_class: type) -> str:
+    """Where in the reference data folder the card's tasks are, "" for tasks that ship."""
+    local_file = getattr(env_class, "local_file", "")
+    return f"{entry.short_name}/{local_file}" if local_file else ""
+
+
+def incomplete_card(entry: EnvEntry, what: str) -> PluginError:
+    """The build's error for a card that would otherwise show a notice in place of its data."""
+    return PluginError(
+        f"the {entry.name} card ({card_path(entry)}): {what}. Under CI=true or {REQUIRE_DATA}=1 "
+        "every card is built whole, on the reference data: set COLLABZOO_SHARED_DATA to the "
+        "folder holding it (humaneval/, coophumaneval/, mbpp/, strbuild/, housebuild/), or put "
+        "it at shared/data beside the checkout"
+    )
 
 
 def example_kwargs(entry: EnvEntry, env_class: type) -> tuple[dict[str, Any], str]:
@@ -72,6 +99,8 @@ def example_kwargs(entry: EnvEntry, env_class: type) -> tuple[dict[str, Any], st
         if path.exists():
             kwargs["data"] = str(path)
             return kwargs, f"a local copy of `{env_class.hub_id}`, the hub dataset"
+        if data_required():
+            raise incomplete_card(entry, f"its data file {path} does not exist")
         return kwargs, f"`{env_class.hub_id}` from the Hugging Face hub"
     if getattr(env_class, "sample_file", ""):
         kwargs["data"] = "sample"
@@ -249,7 +278,8 @@ def fenced(text: str, language: str = "text", indent: str = "") -> str:
 
 
 def number(value: float) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    """A value as a card shows it; a penalty of nothing reads 0, not -0."""
+    return f"{value + 0.0:.4g}" if isinstance(value, float) else str(value)
 
 
 def card_title(entry: EnvEntry) -> str:
@@ -270,6 +300,8 @@ def build_card(entry: EnvEntry) -> str:
     try:
         episode = play_example(entry, env)
     except Exception as error:  # shown on the card; the tests require an episode on every card
+        if data_required():
+            raise incomplete_card(entry, f"its example episode failed ({error!r})") from error
         episode = error
     parts = [
         f"# {card_title(entry)}",
@@ -302,7 +334,9 @@ def build_card(entry: EnvEntry) -> str:
             "| name | value |\n|---|---|\n"
             + "\n".join(f"| `{n}` | {code_cell(v)} |" for n, v in module_constants(module)),
         ]
-    parts += ["## Splits and data", splits_section(env, data_note)]
+    required_by = entry if data_required() else None
+    splits = splits_section(env, data_note, data_file(entry, env_class), required_by)
+    parts += ["## Splits and data", splits]
     parts += ["## Published scores", published_section(entry)]
     parts += ["## Example episode", episode_section(episode)]
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -352,16 +386,24 @@ def arguments_table(entry: EnvEntry, env_class: type, described: Mapping[str, st
     return "| argument | default | meaning |\n|---|---|---|\n" + "\n".join(rows)
 
 
-def splits_section(env: Any, data_note: str) -> str:
+def splits_section(
+    env: Any, data_note: str, expected: str = "", required_by: EnvEntry | None = None
+) -> str:
+    """The splits' sizes and first task ids, or a notice saying how to provide the data that
+    did not load (`expected`: its place in the data folder); with `required_by`, the card the
+    build requires data for, a failure to load raises instead."""
     rows = []
     for split in SPLITS:
         try:
             items = env.items(split)
         except Exception as error:
+            if required_by is not None:
+                raise incomplete_card(required_by, f"its tasks did not load ({error!r})") from error
+            holding = f"`{expected}`" if expected else "the reference data"
             return (
                 f'!!! warning "Not loaded for this build"\n    The tasks could not be loaded '
                 f"here ({type(error).__name__}: {cell(shorten(str(error), ERROR_LIMIT))}). Set "
-                "COLLABZOO_SHARED_DATA to a folder with the reference data, or build with the "
+                f"COLLABZOO_SHARED_DATA to a folder holding {holding}, or build with the "
                 "Hugging Face hub in reach."
             )
         ids = []
@@ -436,14 +478,7 @@ def episode_section(episode: Episode | Exception) -> str:
                     f"??? info \"{agent}: how its answer was read (`infos['{agent}']['parsed']`)\""
                     "\n\n" + fenced(parsed, "json", indent="    ")
                 )
-        components = " | ".join(f"{number(v)}" for v in turn.components.values())
-        lines.append(
-            "| reward | "
-            + " | ".join(f"`{k}`" for k in turn.components)
-            + " |\n|---:|"
-            + "---:|" * len(turn.components)
-            + f"\n| **{number(turn.reward)}** | {components} |"
-        )
+        lines.append(reward_table(turn))
         lines.append(
             "Metrics: " + ", ".join(f"`{k}` = {number(float(v))}" for k, v in turn.metrics.items())
         )
@@ -453,6 +488,14 @@ def episode_section(episode: Episode | Exception) -> str:
                 + fenced(turn.render, indent="    ")
             )
     return "\n\n".join(lines)
+
+
+def reward_table(turn: Turn) -> str:
+    """What a turn paid, a row per part: a column per part made a row of unbreakable names
+    (up to ten on the code tasks) wider than the page."""
+    rows = [f"| **team reward** (the parts' sum) | **{number(turn.reward)}** |"]
+    rows += [f"| `{name}` | {number(value)} |" for name, value in turn.components.items()]
+    return "| part | paid |\n|---|---:|\n" + "\n".join(rows)
 
 
 def catalogue() -> str:
