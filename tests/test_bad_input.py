@@ -54,7 +54,11 @@ def test_api_misuse_gets_a_clear_error(game: str) -> None:
         ({"memory": "some"}, ValueError, "memory must be one of"),
         ({"split": "test"}, ValueError, "split must be one of"),
         ({"horizon": 0}, ValueError, "horizon must be a positive int"),
-        ({"render_mode": "human"}, ValueError, "render_mode must be one of \\(None, .ansi.\\)"),
+        (
+            {"render_mode": "rgb_array"},
+            ValueError,
+            "render_mode must be one of \\(None, .ansi., .human.\\)",
+        ),
         ({"feedback": "loud"}, ValueError, "feedback must be one of"),
         ({"max_commands": 0}, ValueError, "max_commands must be a positive int"),
         ({"data": "no/such/file.json"}, FileNotFoundError, "neither an existing file"),

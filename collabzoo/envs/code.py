@@ -85,12 +85,12 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
             records; default: the reference slices of the task. Split "all" is always every
             record.
         render_mode: "ansi" makes `render()` return a text picture of the episode so far;
-            None (default) leaves rendering off.
+            "human" prints it at every reset and step; None (default) leaves rendering off.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
         "name": "code_v0",
-        "render_modes": ["ansi"],
+        "render_modes": ["ansi", "human"],
         "is_parallelizable": True,
         "multiline_answers": True,  # answers are code: blank lines do not end them
     }

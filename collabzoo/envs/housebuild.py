@@ -96,12 +96,12 @@ class HouseBuildEnv(TextCollabEnv[rules.House]):
         spiders: three spiders attack unless someone answers /kill (reference: on).
         max_commands: accepted commands per agent per turn (reference: 300).
         render_mode: "ansi" makes `render()` return a text picture of the episode so far;
-            None (default) leaves rendering off.
+            "human" prints it at every reset and step; None (default) leaves rendering off.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
         "name": "housebuild_v0",
-        "render_modes": ["ansi"],
+        "render_modes": ["ansi", "human"],
         "is_parallelizable": True,
     }
     roles = BUILDER_ROLES

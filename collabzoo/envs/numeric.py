@@ -62,7 +62,7 @@ class BuildingGridEnv(ParallelEnv):
 
     metadata: ClassVar[dict[str, Any]] = {
         "name": "building_grid_v0",
-        "render_modes": ["ansi"],
+        "render_modes": ["ansi", "human"],
         "is_parallelizable": True,
     }
 

@@ -127,7 +127,7 @@ class SingleAgentView(gymnasium.Env[str, str]):
     header the combined answer had (a missing role answers the empty string).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"]}
 
     def __init__(
         self,

@@ -104,12 +104,12 @@ class StrBuildEnv(TextCollabEnv[StrBuildTask]):
         palettes: each agent's blocks, in play order (reference: wood/stone, concrete/obsidian).
         max_commands: accepted commands per agent per turn (reference: 150).
         render_mode: "ansi" makes `render()` return a text picture of the episode so far;
-            None (default) leaves rendering off.
+            "human" prints it at every reset and step; None (default) leaves rendering off.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
         "name": "strbuild_v0",
-        "render_modes": ["ansi"],
+        "render_modes": ["ansi", "human"],
         "is_parallelizable": True,
     }
     roles = BUILDER_ROLES

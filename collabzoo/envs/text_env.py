@@ -26,6 +26,10 @@ from collabzoo.rewards import RewardBreakdown
 Item = TypeVar("Item")
 MEMORY_MODES = ("full", "last", "none")
 """How much of its own history an agent sees: every turn, the last one, or only the new prompt."""
+RENDER_MODES = ("ansi", "human")
+"""With "ansi" `render()` returns the text picture of the episode so far. With "human" every
+`reset()`, `step()` and `render()` prints that picture instead and `render()` returns None: a
+human mode draws each step without being asked, as in Gymnasium and PettingZoo."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,7 @@ class TextCollabEnv(ParallelEnv, Generic[Item]):
 
     metadata: ClassVar[dict[str, Any]] = {
         "name": "collabzoo_text_v0",
-        "render_modes": ["ansi"],
+        "render_modes": list(RENDER_MODES),
         "is_parallelizable": True,
     }
     roles: ClassVar[tuple[str, ...]] = ()
@@ -170,6 +174,7 @@ class TextCollabEnv(ParallelEnv, Generic[Item]):
             }
             for a in self.agents
         }
+        self._show_if_human()
         return dict(self._observations), infos
 
     def _select(self, items: Sequence[Item], task: Any, split: str | None = None) -> int:
@@ -250,6 +255,7 @@ class TextCollabEnv(ParallelEnv, Generic[Item]):
         truncations = dict.fromkeys(self.agents, False)
         if done:
             self.agents = []
+        self._show_if_human()
         return observations, rewards, terminations, truncations, infos
 
     def _check_actions(self, actions: Any) -> None:
@@ -303,10 +309,21 @@ class TextCollabEnv(ParallelEnv, Generic[Item]):
 
     def render(self) -> str | None:
         if self.render_mode is None:
-            warn("render() called without a render_mode; make the env with render_mode='ansi'")
+            warn(
+                "render() called without a render_mode; make the env with render_mode='ansi' "
+                "(render() returns the picture) or 'human' (it is printed)"
+            )
             return None
         self._require_started()
-        return self._render_ansi()
+        picture = self._render_ansi()
+        if self.render_mode == "human":
+            print(picture, flush=True)
+            return None
+        return picture
+
+    def _show_if_human(self) -> None:
+        if self.render_mode == "human":
+            self.render()
 
     def close(self) -> None:
         pass

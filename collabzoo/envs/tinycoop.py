@@ -45,12 +45,12 @@ class TinyCoopEnv(TextCollabEnv[int]):
         sparse: pay 0.0 on every turn but the last, which pays the fraction of turns won
             (for credit-assignment experiments); default False (each turn pays its own win).
         render_mode: "ansi" makes `render()` return a text picture of the episode so far;
-            None (default) leaves rendering off.
+            "human" prints it at every reset and step; None (default) leaves rendering off.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
         "name": "tinycoop_v0",
-        "render_modes": ["ansi"],
+        "render_modes": ["ansi", "human"],
         "is_parallelizable": True,
     }
     roles = ("alpha", "beta")

@@ -110,12 +110,12 @@ class WritingEnv(TextCollabEnv[WritingItem]):
         transitions: "substring" (reference: phrases match inside words) or "words".
         vocabulary_stopwords: True (reference) counts stopwords in the unique-word ratio.
         render_mode: "ansi" makes `render()` return a text picture of the episode so far;
-            None (default) leaves rendering off.
+            "human" prints it at every reset and step; None (default) leaves rendering off.
     """
 
     metadata: ClassVar[dict[str, Any]] = {
         "name": "writing_v0",
-        "render_modes": ["ansi"],
+        "render_modes": ["ansi", "human"],
         "is_parallelizable": True,
         "multiline_answers": True,  # paragraphs and the single-agent marker line
     }
