@@ -1,7 +1,15 @@
 """The collaboration tasks as PettingZoo ParallelEnvs, and the registry that makes them."""
 
-from collabzoo.envs.registry import entries, make, names, pettingzoo_make, register, resolve
-from collabzoo.envs.text_env import MEMORY_MODES, TextCollabEnv, TurnResult
+from collabzoo.envs.registry import (
+    entries,
+    make,
+    make_aec,
+    names,
+    pettingzoo_make,
+    register,
+    resolve,
+)
+from collabzoo.envs.text_env import MEMORY_MODES, RENDER_MODES, TextCollabEnv, TurnResult
 
 register(
     "collabzoo/StrBuild-v0",
@@ -46,10 +54,12 @@ register(
 
 __all__ = [
     "MEMORY_MODES",
+    "RENDER_MODES",
     "TextCollabEnv",
     "TurnResult",
     "entries",
     "make",
+    "make_aec",
     "names",
     "pettingzoo_make",
     "register",

@@ -2,13 +2,15 @@
 
 `make("strbuild")`, `make("StrBuild")` and `make("collabzoo/StrBuild-v0")` give the same env; a
 short or unversioned name resolves to the newest version. Each id is also registered with
-`pettingzoo.register`, so `pettingzoo.make("parallel", "collabzoo/StrBuild-v0")` works; its
+`pettingzoo.register`, so `pettingzoo.make("parallel", "collabzoo/StrBuild-v0")` works, and
+`pettingzoo.make("aec", "collabzoo/StrBuild-v0")` gives its AEC view (`make_aec`); its
 single-agent view (`collabzoo.envs.single`) is registered with Gymnasium, so
 `gymnasium.make("collabzoo/StrBuild-single-v0")` works too.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import re
@@ -17,7 +19,8 @@ from typing import Any
 
 import gymnasium
 import pettingzoo
-from pettingzoo import ParallelEnv
+from pettingzoo import AECEnv, ParallelEnv
+from pettingzoo.utils.conversions import parallel_to_aec
 
 NAMESPACE = "collabzoo"
 _ID = re.compile(rf"^{NAMESPACE}/(?P<name>[A-Za-z][A-Za-z0-9]*)-v(?P<version>\d+)$")
@@ -59,6 +62,7 @@ def register(id: str, entry_point: str, description: str) -> None:
         raise ValueError(f"environment {id!r} is already registered")
     _REGISTRY[id] = EnvEntry(id, entry_point, description)
     pettingzoo.register("parallel", id, entry_point=entry_point)
+    pettingzoo.register("aec", id, entry_point=functools.partial(make_aec, id))
     name, _, version = id.rpartition("-v")
     gymnasium.register(
         f"{name}-single-v{version}",
@@ -101,6 +105,12 @@ def make(name: str, **kwargs: Any) -> ParallelEnv:
         accepted = [p for p in inspect.signature(env_class).parameters if p != "self"]
         raise TypeError(f"{entry.id}: {error}; it accepts: {', '.join(accepted)}") from None
     return env_class(**kwargs)
+
+
+def make_aec(name: str, **kwargs: Any) -> AECEnv:
+    """The env as a PettingZoo AECEnv (`parallel_to_aec`), for AEC-only tools: the agents act
+    one after another, and the env plays the turn once every live agent has acted."""
+    return parallel_to_aec(make(name, **kwargs))
 
 
 pettingzoo_make = make
