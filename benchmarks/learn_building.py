@@ -546,17 +546,49 @@ def table(task: str, runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot(task: str, runs: list[dict[str, Any]], out: str, subtitle: str) -> str:
+PLOT_STYLE = {
+    "font.size": 13,
+    "axes.labelsize": 13,
+    "xtick.labelsize": 12,
+    "ytick.labelsize": 12,
+    "legend.fontsize": 12,
+    "figure.titlesize": 13,
+}
+"""Text sizes for a figure 10 inches wide that the docs show about 750 px wide: 13 pt there
+is 13 px. At the earlier 8-10 pt on 11.4 inches, the legend and title read at 5-7 px."""
+
+
+def plot(task: str, runs: list[dict[str, Any]], out: str, subtitle: str, stamp: str = "") -> str:
     """One figure per task, a panel per metric: each learner's mean over the seeds (its band
-    the seeds' min to max) against environment steps; the warm start dashed."""
+    the seeds' min to max) against environment steps; the warm start dashed. The legend sits
+    below the panels (inside one it hid curves); `stamp` (machine and date) under the title."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from collabzoo.envs import entries
+
     metrics = TASKS[task].metrics
     ours = [r for r in runs if r["task"] == task]
-    figure, panels = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 4.0))
+    title = next((e.name for e in entries() if e.short_name == task), task)
+    with plt.rc_context(PLOT_STYLE):
+        figure = _plot_panels(plt, ours, metrics)
+        handles, labels = figure.axes[0].get_legend_handles_labels()
+        figure.legend(handles, labels, loc="outside lower center", ncol=3, frameon=False)
+        figure.suptitle(f"{title}: {subtitle}" + (f"\n{stamp}" if stamp else ""))
+        os.makedirs(out, exist_ok=True)
+        path = os.path.join(out, f"learn_{task}.png")
+        figure.savefig(path, dpi=160)
+    plt.close(figure)
+    return path
+
+
+def _plot_panels(plt: Any, ours: list[dict[str, Any]], metrics: tuple[str, ...]) -> Any:
+    """The figure's panels, a metric each, drawn under the caller's text sizes."""
+    figure, panels = plt.subplots(
+        1, len(metrics), figsize=(5.0 * len(metrics), 4.8), layout="constrained"
+    )
     for axes, metric in zip(panels, metrics, strict=True):
         warm = [r["points"][0][metric] for r in ours]
         if warm:
@@ -587,14 +619,14 @@ def plot(task: str, runs: list[dict[str, Any]], out: str, subtitle: str) -> str:
         axes.set_xlabel("environment steps")
         axes.set_ylabel(f"{METRIC_LABELS[metric]}, last turn")
         axes.grid(alpha=0.3)
-    panels[0].legend(loc="best", fontsize=8)
-    figure.suptitle(f"{task}: {subtitle}", fontsize=10)
-    figure.tight_layout()
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, f"learn_{task}.png")
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return figure
+
+
+def plot_stamp(saved: dict[str, Any]) -> str:
+    """The machine and date a saved --json file records (its provenance where it has one)."""
+    here = saved.get("provenance") or {}
+    machine = str(here.get("machine", "")).split(";")[0]
+    return " · ".join(p for p in (machine, here.get("date") or saved.get("date", "")) if p)
 
 
 # ----- the command ------------------------------------------------------------------------------
@@ -654,7 +686,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(table(task, saved["runs"]))
         if args.plot:
-            print(f"wrote {plot(task, saved['runs'], args.plot, saved['subtitle'])}")
+            drawn = plot(task, saved["runs"], args.plot, saved["subtitle"], plot_stamp(saved))
+            print(f"wrote {drawn}")
     if args.json:  # with --from-json: the files merged into one
         Path(args.json).write_text(json.dumps(saved, indent=1))
     return 0
