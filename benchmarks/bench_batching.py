@@ -13,18 +13,23 @@ which is the point.
 Greedy decoding, so the three make comparable rows (and the batched run's answers equal the
 one-by-one run's). Torch uses `--threads` threads.
 
-    python benchmarks/bench_batching.py [--envs tldr,coophumaneval] [--episodes 8]
+    python benchmarks/bench_batching.py [--envs tldr,coophumaneval] [--episodes 8] [--json [PATH]]
+
+`--json` alone writes benchmarks/results/bench_batching.json, from which `bench_batching_table`
+builds the Performance page's table.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import markdown_table, results_path, times, write_results
 
 
 def bench_rate(env: str, model: str, episodes: int, at_once: int, args: Any) -> dict[str, Any]:
@@ -138,7 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--data", action="append", default=[], help="as bench --data NAME=PATH")
-    parser.add_argument("--json", help="write the figures here")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("bench_batching")),
+        help="write the figures here (alone: benchmarks/results/bench_batching.json)",
+    )
     args = parser.parse_args(argv)
     report = []
     for env in args.envs.split(","):
@@ -147,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         plain = plain_rate(env, args.model, batched, args)
         row = {
             "env": env,
+            "data": data_kwargs(env, args.data).get("data"),
             "episodes": args.episodes,
             "engine": args.engine,
             "one_by_one": {k: one[k] for k in ("seconds", "tokens", "tokens_per_s")},
@@ -165,8 +176,56 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        settings = {"model": args.model, "new_tokens": args.new_tokens, "threads": args.threads}
+        results = {"settings": settings, "rows": report}
+        write_results(args.json, {"headline": headline(results), **results})
     return 0
+
+
+# ----- the Performance page's table --------------------------------------------------------------
+TASK_NAMES = {"tldr": "TLDR", "arxiv": "arXiv", "coophumaneval": "CoopHumanEval (two turns)"}
+
+
+def task_name(row: dict[str, Any]) -> str:
+    name = TASK_NAMES.get(row["env"], row["env"])
+    return f"{name} (embedded sample)" if row.get("data") == "sample" else name
+
+
+def bench_batching_table(results: dict[str, Any]) -> str:
+    cells = [
+        [
+            task_name(row),
+            f"{row['one_by_one']['tokens_per_s']:.1f}",
+            f"{row['batched']['tokens_per_s']:.1f}",
+            f"{row['plain_generate']['tokens_per_s']:.1f}",
+            times(row["batched_over_plain"]),
+            times(row["batched_over_one_by_one"]),
+            "yes" if row["same_answers"] else "no",
+        ]
+        for row in results["rows"]
+    ]
+    header = [
+        "Task",
+        "One by one (tokens/s)",
+        "Batched (tokens/s)",
+        "Plain `generate` (tokens/s)",
+        "Batched / plain",
+        "Batched / one by one",
+        "Same answers",
+    ]
+    return markdown_table(header, cells, "lrrrrrl")
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The task the bench serves worst against a plain `generate` of the same rows."""
+    row = min(results["rows"], key=lambda r: r["batched_over_plain"])
+    return {
+        "benchmark": "The bench's batched evaluation",
+        "figure": f"{task_name(row)}: {row['batched']['tokens_per_s']:.1f} tokens/s batched, "
+        f"{row['plain_generate']['tokens_per_s']:.1f} in a plain `generate` of the same rows",
+        "ratio": round(row["batched_over_plain"], 2),
+        "section": "A real pretrained model on the CPU",
+    }
 
 
 if __name__ == "__main__":

@@ -13,24 +13,28 @@ fixed in prompt order, and different for each shuffle. Each pass also steps the 
 so later passes start from other weights: the same work on the same samples.
 
     python benchmarks/prompt_order.py [--learner iac] [--task mbpp] [--data-dir DIR]
-        [--threads 2] [--rounds 2] [--json out.json]
+        [--threads 2] [--rounds 2] [--json [out.json]]
 
 IPPO's update is `ppo_epochs` (4) such passes, IAC's and CC's one: `--learner iac` shows the
-change in a quarter of IPPO's time.
+change in a quarter of IPPO's time. `--json` alone writes benchmarks/results/prompt_order.json, from
+which `prompt_order_table` builds the Performance page's table.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
 from learn_real_model import TASKS, Recipe, build_trainer, make_job
+from results_table import markdown_table, results_path, thousands, write_results
 
 ORDERS = {False: "shuffled", True: "prompt order"}
 
@@ -54,7 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--rounds", type=int, default=2, help="learn passes per order")
     parser.add_argument("--output", default="runs/prompt_order")
-    parser.add_argument("--json")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("prompt_order")),
+        help="write the results here (alone: benchmarks/results/prompt_order.json)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -101,15 +110,50 @@ def main(argv: list[str] | None = None) -> int:
             "task": args.task,
             "model": args.model,
             "threads": args.threads,
-            "machine": platform.machine(),
+            "python": platform.python_version(),
             "rollout_seconds": rollout,
             "epochs": trainer.rule.epochs,
             "runs": {ORDERS[g]: r for g, r in runs.items()},
             "speedup": ratio,
         }
-        with open(args.json, "w") as handle:
-            json.dump(report, handle, indent=1)
+        write_results(args.json, {"headline": headline(report), **report})
     return 0
+
+
+# ----- the Performance page's table --------------------------------------------------------------
+def prompt_order_table(results: dict[str, Any]) -> str:
+    """Each order's passes in the order they ran, their median, and the positions embedded."""
+    cells = []
+    for name in ORDERS.values():
+        runs = results["runs"][name]
+        seconds = ", ".join(f"{r['seconds']:.0f}" for r in runs)
+        median = statistics.median(r["seconds"] for r in runs)
+        positions = [r["positions"] for r in runs]
+        if len(set(positions)) == 1:
+            tokens = f"{thousands(positions[0])} " + (
+                "both times" if len(runs) == 2 else "each time"
+            )
+        else:
+            tokens = " and ".join(thousands(p) for p in positions)
+            tokens += " (each shuffle pads differently)"
+        cells.append([name, f"{seconds} s ({median:.0f} s)", tokens])
+    count = len(results["runs"][ORDERS[False]])
+    header = ["order", f"loss passes, {count} runs (median)", "token positions embedded"]
+    return markdown_table(header, cells, "lrr")
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    shuffled, grouped = (
+        statistics.median(r["seconds"] for r in results["runs"][name]) for name in ORDERS.values()
+    )
+    learner = results["learner"].upper()
+    return {
+        "benchmark": "Scoring in prompt order",
+        "figure": f"{learner}'s loss passes on {results['task'].upper()}: {grouped:.0f} s in "
+        f"prompt order against {shuffled:.0f} s shuffled",
+        "ratio": round(shuffled / grouped, 2),
+        "section": "Scoring in prompt order",
+    }
 
 
 if __name__ == "__main__":
