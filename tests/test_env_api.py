@@ -1,4 +1,5 @@
-"""The PettingZoo contract, seeding, copying, memory and info conventions of every env."""
+"""The PettingZoo contract, seeding, copying, memory and info conventions of every env
+(PettingZoo's own test utilities on every env: tests/test_pettingzoo_utilities.py)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,11 @@ from pathlib import Path
 import gymnasium
 import pettingzoo
 import pytest
-from pettingzoo.test import parallel_api_test
 
 import collabzoo
 from collabzoo.envs.scripted_teams import scripted_team
 
 GAMES = ["strbuild", "housebuild"]
-# Envs whose default data comes from the hub get the local reference copy instead.
-LOCAL_DATA = {
-    "collabzoo/CoopHumanEval-v0": "coophumaneval/CoopHumanEval.json",
-    "collabzoo/HumanEval-v0": "humaneval/HumanEval.jsonl.gz",
-    "collabzoo/MBPP-v0": "mbpp/MBPP.json",
-}
-# Envs whose default data comes from the hub with an embedded sample: the sample, no network.
-EMBEDDED_SAMPLE = {"collabzoo/TLDR-v0", "collabzoo/ArXiv-v0"}
 
 
 def random_answer(rng: random.Random, oracle_answer: str) -> str:
@@ -51,17 +43,6 @@ def play_episode(env, seed: int, answer_seed: int, options=None):
         obs = step[0]
         trace.append(step)
     return trace
-
-
-@pytest.mark.parametrize("name", collabzoo.names())
-def test_parallel_api(name: str, request: pytest.FixtureRequest) -> None:
-    kwargs = {}
-    if name in LOCAL_DATA:
-        kwargs["data"] = str(request.getfixturevalue("shared_data") / LOCAL_DATA[name])
-        kwargs["sandbox"] = request.getfixturevalue("code_sandbox")
-    if name in EMBEDDED_SAMPLE:
-        kwargs["data"] = "sample"
-    parallel_api_test(collabzoo.make(name, **kwargs), num_cycles=10)
 
 
 @pytest.mark.parametrize("game", GAMES)
