@@ -24,16 +24,21 @@ and so the same speed (every row still runs to the end), for a machine that can 
 checkpoint; the tokenizer still comes from the model's folder.
 
     python benchmarks/decode_modes.py [--model smollm2-135m-instruct] [--threads 1 2]
-        [--modes dynamic static compiled] [--rounds 3] [--json out.json]
+        [--modes dynamic static compiled] [--rounds 3] [--json [out.json]]
     python benchmarks/decode_modes.py --device cuda --dtype bfloat16 --rows 16 64
+
+`--json` alone writes benchmarks/results/decode_modes.json. The Performance page's tables come
+from three such files: `cpu_modes_table` (decode_modes_cpu.json), `cpu_threads_table`
+(decode_modes_threads.json) and `gpu_modes_table` (decode_modes_gpu.json).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -43,6 +48,9 @@ from collabzoo.algos import load_causal_lm
 from collabzoo.algos.policies.llm import compiled_generation_options
 from collabzoo.algos.policies.model_loading import load_tokenizer
 from collabzoo.algos.policies.pretrained import resolve_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import markdown_table, results_path, thousands, write_results
 
 MODES = ("dynamic", "static", "compiled")
 
@@ -143,7 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", nargs="+", type=int, default=[16])
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("decode_modes")),
+        help="write the results here (alone: benchmarks/results/decode_modes.json)",
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype) if args.dtype else None
@@ -199,13 +212,15 @@ def main(argv: list[str] | None = None) -> int:
                     whole[mode] = min(whole[mode], timed(mode, input_ids, args.new_tokens))
             for mode in args.modes:
                 extra = rows * (args.new_tokens - 1)
+                decode = extra / max(whole[mode] - prefill[mode], 1e-9)
                 results.append(
                     {
                         "threads": threads,
                         "rows": rows,
                         "mode": mode,
                         "prefill_s": prefill[mode],
-                        "decode_tokens_per_s": extra / max(whole[mode] - prefill[mode], 1e-9),
+                        "decode_tokens_per_s": decode,
+                        "decode_step_ms": 1000 * rows / decode,
                         "tokens_per_s": rows * args.new_tokens / whole[mode],
                         "first_call_s": first[mode],
                         "memory_limit_tokens_per_s": rows * memory / weight_bytes,
@@ -240,9 +255,130 @@ def main(argv: list[str] | None = None) -> int:
         if on_gpu:
             report["gpu"] = torch.cuda.get_device_name(device)
         report["versions"] = {"torch": torch.__version__, "transformers": _version("transformers")}
-        with open(args.json, "w") as handle:
-            json.dump(report, handle, indent=1)
+        write_results(args.json, {"headline": headline(report), **report})
     return 0
+
+
+# ----- the Performance page's tables -----------------------------------------------------------
+CPU_MODES = {
+    "dynamic": "dynamic (transformers' default)",
+    "static": "static",
+    "compiled": "static, `torch.compile` (inductor)",
+}
+GPU_MODES = {  # a mode's first row says what it is; the rows after it name it short
+    "dynamic": ("dynamic (transformers' default)", "dynamic"),
+    "static": ("static", "static"),
+    "compiled": (
+        "static, `torch.compile` (`reduce-overhead`: CUDA graphs)",
+        "static, `torch.compile`",
+    ),
+}
+
+
+def cpu_modes_table(results: dict[str, Any]) -> str:
+    """One thread count's modes: prefill, decode rate, its share of the compute limit."""
+    runs = results["runs"]
+    rows = {r["rows"] for r in runs}
+    (count,) = rows
+    cells = [
+        [
+            CPU_MODES[r["mode"]],
+            f"{r['prefill_s']:.1f} s",
+            f"{r['decode_tokens_per_s']:.1f}",
+            f"{r['decode_tokens_per_s'] / r['compute_limit_tokens_per_s']:.0%}",
+            f"{r['first_call_s']:.1f} s",
+        ]
+        for r in runs
+    ]
+    header = [
+        "cache",
+        f"prefill, {count} × {results['prompt_tokens']} tokens",
+        "decode tokens/s",
+        "of the compute limit",
+        "first call",
+    ]
+    return markdown_table(header, cells, "lrrrr")
+
+
+def cpu_threads_table(results: dict[str, Any]) -> str:
+    """Each thread count and cache beside that thread count's two limits."""
+    cells = [
+        [
+            str(r["threads"]),
+            r["mode"],
+            f"{r['prefill_s']:.1f} s",
+            f"{r['decode_tokens_per_s']:.1f}",
+            f"{r['tokens_per_s']:.1f}",
+            f"{r['compute_limit_tokens_per_s']:.0f}",
+            f"{r['memory_limit_tokens_per_s']:.0f}",
+        ]
+        for r in results["runs"]
+    ]
+    header = [
+        "threads",
+        "cache",
+        "prefill",
+        "decode tokens/s",
+        "overall tokens/s",
+        "compute limit",
+        "memory limit",
+    ]
+    return markdown_table(header, cells, "rlrrrrr")
+
+
+def gpu_modes_table(results: dict[str, Any]) -> str:
+    """Each row count's modes on a GPU; the compiled mode's figures in bold."""
+    cells, named = [], set()
+    for r in results["runs"]:
+        first, short = GPU_MODES[r["mode"]]
+        name = short if r["mode"] in named else first
+        named.add(r["mode"])
+        rate, step = thousands(r["decode_tokens_per_s"]), f"{r['decode_step_ms']:.1f} ms"
+        if r["mode"] == "compiled":
+            rate, step = f"**{rate}**", f"**{step}**"
+        cells.append([str(r["rows"]), name, rate, step, f"{r['first_call_s']:.1f} s"])
+    header = ["Rows", "Cache", "Decode tokens/s", "Time per decode step", "First call (compiles)"]
+    return markdown_table(header, cells, "rlrrr")
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The default's decode rate at the first row count and thread count, and what compiling
+    it did; without the compiled mode, what more threads did."""
+    runs = results["runs"]
+    first = runs[0]
+    by_mode = {
+        r["mode"]: r for r in runs if (r["rows"], r["threads"]) == (first["rows"], first["threads"])
+    }
+    where = (
+        results.get("gpu") or f"{first['threads']} CPU thread{'s' if first['threads'] > 1 else ''}"
+    )
+    dynamic = by_mode["dynamic"]
+
+    def rate(run: dict[str, Any]) -> str:
+        value = run["decode_tokens_per_s"]
+        return thousands(value) if value >= 100 else f"{value:.1f}"
+
+    if "compiled" in by_mode:
+        compiled = by_mode["compiled"]
+        ratio = compiled["decode_tokens_per_s"] / dynamic["decode_tokens_per_s"]
+        return {
+            "benchmark": "Decoding SmolLM2-135M: compiled against the default cache",
+            "figure": f"{rate(compiled)} decode tokens/s compiled against {rate(dynamic)} "
+            f"({first['rows']} rows, {where})",
+            "ratio": round(ratio, 2 if ratio < 1 else 1),
+            "section": "Compiled generation (H100, H200)"
+            if results.get("gpu")
+            else "Decoding the real model: caches, compilation and the machine's limits",
+        }
+    most = max((r for r in runs if r["mode"] == "dynamic"), key=lambda r: r["threads"])
+    ratio = most["tokens_per_s"] / dynamic["tokens_per_s"]
+    return {
+        "benchmark": "Decoding SmolLM2-135M: threads",
+        "figure": f"{most['threads']} threads {most['tokens_per_s']:.1f} tokens/s overall against "
+        f"{first['threads']} thread's {dynamic['tokens_per_s']:.1f} (dynamic cache)",
+        "ratio": round(ratio, 2),
+        "section": "Decoding the real model: caches, compilation and the machine's limits",
+    }
 
 
 def _version(package: str) -> str:

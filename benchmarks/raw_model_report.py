@@ -10,19 +10,30 @@ replayed through the env, as `collabzoo.bench.rescore` does, and each agent's pa
 read from its info). The single protocol's combined answers also count the roles whose header
 was found and the lines outside any role.
 
-    python benchmarks/raw_model_report.py RESULTS_FOLDER
+    python benchmarks/raw_model_report.py RESULTS_FOLDER [--json [PATH]]
+
+`--json` also writes every file's leaderboard cells (`collabzoo.bench.results.summarize`: the
+mean and 95% interval of each column) and the lines above to a results file (alone:
+benchmarks/results/raw_model_rows.json), from which `raw_model_table` builds the Performance
+page's table of the raw model's rows.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 import re
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from collabzoo.bench.results import read_results
+from collabzoo.bench.columns import task_columns
+from collabzoo.bench.results import read_results, summarize
 from collabzoo.envs import make
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import markdown_table, results_path, write_results
 
 BUILDING = ("strbuild", "housebuild")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
@@ -106,6 +117,139 @@ def report(folder: Path) -> list[str]:
     return lines
 
 
-if __name__ == "__main__":
-    for line in report(Path(sys.argv[1])):
+def rows(folder: Path) -> list[dict[str, Any]]:
+    """Each results file's env, protocol, data and leaderboard cells."""
+    found = []
+    for path in sorted(folder.glob("*.json")):
+        document = read_results(path)
+        if not document["episodes"]:
+            continue
+        found.append(
+            {
+                "env": document["env"]["name"],
+                "protocol": document["protocol"]["name"],
+                "data": document["env"].get("data"),
+                "summary": summarize(document),
+            }
+        )
+    return found
+
+
+# ----- the Performance page's table --------------------------------------------------------------
+PUBLISHED = {  # the poster's rows for its own models (docs/performance.md names them)
+    ("tldr", "single"): "Score 30.3",
+    ("tldr", "parallel"): "Score 22.9",
+    ("arxiv", "single"): "Score 44.6",
+    ("arxiv", "parallel"): "Score 49.0",
+    ("coophumaneval", "single"): "Pass 56.3",
+    ("coophumaneval", "parallel"): "Pass 50.0",
+    ("strbuild", "single"): "Adj 0.9, IoU 36.6",
+    ("strbuild", "parallel"): "Adj 15.7, IoU 5.9",
+    ("housebuild", "single"): "HP 99.6, IoU 43.2",
+    ("housebuild", "parallel"): "HP 21.8, IoU 46.1",
+}
+"""Published figures by (env, protocol): the raw model's under `single`, the parallel team's."""
+
+
+def half_width(cell: dict[str, Any]) -> float | None:
+    low, high = cell["ci95"]
+    return None if low is None or high is None else (high - low) / 2
+
+
+def estimate(cell: dict[str, Any], digits: int, always: bool) -> str:
+    """`mean ± half-width`; a zero-width interval shown only where `always`."""
+    width = half_width(cell)
+    text = f"{cell['mean']:.{digits}f}"
+    if width is not None and (always or width > 0):
+        text += f" ± {width:.{digits}f}"
+    return text
+
+
+def score(row: dict[str, Any]) -> str:
+    """The task's columns; one defined in no episode (StrBuild's Adj of an empty wall) says how
+    many episodes defined it."""
+    parts = []
+    for column in task_columns(row["env"]).columns:
+        cell = row["summary"][column.name]
+        if cell["mean"] is None or (isinstance(cell["mean"], float) and math.isnan(cell["mean"])):
+            episodes = row["summary"]["episodes"]
+            parts.append(f"{column.name} – ({cell['n']} of {episodes} defined)")
+        else:
+            parts.append(f"{column.name} {estimate(cell, 1, always=False)}")
+    return ", ".join(parts)
+
+
+def task_name(row: dict[str, Any]) -> str:
+    name = task_columns(row["env"]).title
+    return f"{name} (embedded sample)" if row.get("data") == "embedded sample" else name
+
+
+def raw_model_table(results: dict[str, Any]) -> str:
+    cells = []
+    for row in results["rows"]:
+        published = PUBLISHED.get((row["env"], row["protocol"]), "")
+        summary = row["summary"]
+        cells.append(
+            [
+                task_name(row),
+                row["protocol"],
+                str(summary["episodes"]),
+                estimate(summary["Time"], 1, always=True),
+                estimate(summary["Cost"], 0, always=True),
+                score(row),
+                published if row["protocol"] == "single" else "",
+                published if row["protocol"] == "parallel" else "",
+            ]
+        )
+    header = [
+        "Task",
+        "Protocol",
+        "Episodes",
+        "Time (s)",
+        "Cost (tokens)",
+        "Score (%)",
+        "Published raw model (single)",
+        "Published parallel",
+    ]
+    return markdown_table(header, cells, "llrrrlll")
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The raw model's code pass rates, the one thing a 135M model scores on by itself."""
+    passes: dict[str, dict[str, float]] = {}
+    for row in results["rows"]:
+        if "Pass" in row["summary"]:
+            passes.setdefault(task_name(row), {})[row["protocol"]] = row["summary"]["Pass"]["mean"]
+    shown = ", ".join(
+        f"{name} " + " / ".join(f"{rates[p]:.1f}" for p in ("single", "parallel") if p in rates)
+        for name, rates in passes.items()
+    )
+    return {
+        "benchmark": "The raw model's rows",
+        "figure": f"SmolLM2-135M-Instruct's pass % (single / parallel): {shown}",
+        "ratio": None,
+        "section": "The raw model's rows: SmolLM2-135M-Instruct on every task",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="a `collabzoo bench --output` folder")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("raw_model_rows")),
+        help="also write the rows here (alone: benchmarks/results/raw_model_rows.json)",
+    )
+    args = parser.parse_args(argv)
+    lines = report(args.folder)
+    for line in lines:
         print(line)
+    if args.json:
+        results = {"rows": rows(args.folder), "report": lines}
+        write_results(args.json, {"headline": headline(results), **results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -33,7 +33,9 @@ answers. This script made that file, in three steps:
            --output tests/data/real_output_conformance.json
 
 `--compare` then scores the file with collabzoo (both answer readings) and prints how many
-turns equal the reference under each.
+turns equal the reference under each; with `--json` (alone: benchmarks/results/
+real_output_conformance.json) it also writes the counts, from which `conformance_table` builds
+the Performance page's table.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from collabzoo.bench.results import read_results
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import markdown_table, results_path, write_results
 
 CODE_ENVS = ("coophumaneval", "humaneval", "mbpp")
 WRITING_ENVS = {"tldr": "tldr_combined_reward", "arxiv": "arxiv_combined_reward"}
@@ -254,14 +259,69 @@ def writing_rewards(episodes: list[dict[str, Any]], checkout: Path) -> None:
             turn["reference_reward"] = function([first], [second])[0]
 
 
-def compare(document: dict[str, Any], data_root: Path) -> None:
-    """Print, per answer reading, how many turns collabzoo scores as the reference does."""
+def compare(document: dict[str, Any], data_root: Path) -> dict[str, Any]:
+    """Print, per answer reading, how many turns collabzoo scores as the reference does; return
+    the counts by reading and by kind of task (code, writing)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.conformance_replay import replay
 
-    for reading in ("reference", "clean"):
-        mismatches, total = replay(document, data_root, answer_reading=reading)
-        print(f"answer_reading={reading}: {total - len(mismatches)} of {total} turns equal")
+    kinds = {
+        "code": [e for e in document["episodes"] if e["env"] in CODE_ENVS],
+        "writing": [e for e in document["episodes"] if e["env"] in WRITING_ENVS],
+    }
+    readings: dict[str, Any] = {}
+    for reading in ("clean", "reference"):
+        counts = readings[reading] = {}
+        for kind, episodes in kinds.items():
+            mismatches, total = replay({"episodes": episodes}, data_root, answer_reading=reading)
+            counts[kind] = {"equal": total - len(mismatches), "turns": total}
+            if kind == "code":
+                turns = [e["source"] == "targeted" for e in episodes for _ in e["turns"]]
+                counts[kind].update(targeted=sum(turns), real=len(turns) - sum(turns))
+        equal = sum(c["equal"] for c in counts.values())
+        total = sum(c["turns"] for c in counts.values())
+        print(f"answer_reading={reading}: {equal} of {total} turns equal")
+    return {"readings": readings}
+
+
+# ----- the Performance page's table --------------------------------------------------------------
+READING_NOTES = {"clean": "the default until now", "reference": "the default"}
+
+
+def conformance_table(results: dict[str, Any]) -> str:
+    """Per answer reading, the turns scored as the reference's own functions scored them; a
+    column whose every turn agrees is bold."""
+    readings = results["readings"]
+    code = next(iter(readings.values()))["code"]
+    writing = next(iter(readings.values()))["writing"]
+    header = [
+        "Turns scored the same as the reference",
+        f"Code ({code['turns']} turns: {code['real']} real, {code['targeted']} targeted)",
+        f"Writing ({writing['turns']} turns)",
+    ]
+    cells = []
+    for reading, counts in readings.items():
+        code_cell = (
+            f"{counts['code']['equal']} ({counts['code']['equal'] / counts['code']['turns']:.0%})"
+        )
+        if counts["code"]["equal"] == counts["code"]["turns"]:
+            code_cell = f"**{code_cell}**"
+        label = f'`answer_reading="{reading}"` ({READING_NOTES.get(reading, reading)})'
+        cells.append([label, code_cell, str(counts["writing"]["equal"])])
+    return markdown_table(header, cells, "lrr")
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    counts = results["readings"]["reference"]
+    equal = sum(c["equal"] for c in counts.values())
+    total = sum(c["turns"] for c in counts.values())
+    return {
+        "benchmark": "Rewards on real output",
+        "figure": f"{equal} of {total} turns of real model output scored as the reference's own "
+        "reward functions score them (the default answer reading)",
+        "ratio": None,
+        "section": "Rewards on real output, against the reference's own functions",
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -277,9 +337,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--output", type=Path, default=Path("tests/data/real_output_conformance.json")
     )
     parser.add_argument("--compare", action="store_true", help="only compare the --output file")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("real_output_conformance")),
+        help="with --compare, write the counts here "
+        "(alone: benchmarks/results/real_output_conformance.json)",
+    )
     args = parser.parse_args(argv)
     if args.compare:
-        compare(json.loads(args.output.read_text()), args.data_root)
+        results = compare(json.loads(args.output.read_text()), args.data_root)
+        if args.json:
+            write_results(args.json, {"headline": headline(results), **results})
         return 0
     if not args.folders or not args.code_reference or not args.writing_reference:
         parser.error("give bench folders, --code-reference and --writing-reference")
