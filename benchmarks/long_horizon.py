@@ -30,6 +30,8 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from provenance import provenance
+
 LEARNERS = ("mareinforce", "magrpo", "iac", "ippo", "cc")
 BUDGET = 6000
 """Environment steps per run."""
@@ -106,16 +108,22 @@ def run_all(
 
 
 def table(curves: dict[str, list[list[float]]], every: int) -> str:
-    """Mean curve over the seeds per learner, and each seed's final return."""
+    """Mean curve over the seeds per learner, and each seed's final return (the docs' table)."""
     width = max(len(runs[0]) for runs in curves.values())
     steps = [every * i for i in range(width)]
-    head = "| learner | " + " | ".join(f"{s:,}" for s in steps) + " | finals (per seed) |"
+    head = "| learner | " + " | ".join(f"{s:,}" for s in steps) + " | finals per seed |"
     lines = [head, "|---" * (width + 2) + "|"]
     for name, runs in curves.items():
         mean = [statistics.mean(points) for points in zip(*runs, strict=True)]
         finals = ", ".join(f"{r[-1]:.3f}" for r in runs)
-        lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in mean) + f" | {finals} |")
+        cells = " | ".join(f"{v:.3f}" for v in mean)
+        lines.append(f"| {LABELS.get(name, name)} | {cells} | {finals} |")
     return "\n".join(lines)
+
+
+def docs_table(results: dict[str, Any]) -> str:
+    """The Performance page's table, from a `--json` file."""
+    return table(results["curves"], results["every"])
 
 
 LABELS = {
@@ -216,7 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     print(table(curves, every))
     if args.json and not args.from_json:
         with open(args.json, "w") as handle:
-            json.dump({"seeds": seeds, "every": every, "curves": curves}, handle)
+            record = {"seeds": seeds, "every": every, "curves": curves}
+            json.dump(
+                {"provenance": provenance(None if argv is None else [__file__, *argv]), **record},
+                handle,
+            )
     if args.plot:
         for path in plot(curves, every, seeds, args.plot):
             print(f"wrote {path}")
