@@ -13,6 +13,10 @@ mpe2's default local_ratio), averaged over the same held-out episode seeds for e
 - IPPO: the trained policies, sampled (as trained) and greedy.
 
     python benchmarks/ippo_mpe_spread.py              # 450 updates of 32 episodes: 360k steps
+
+`--json` alone writes benchmarks/results/ippo_mpe_spread.json: a row per team (random, IPPO per
+seed, scripted), the rows `mpe_table` renders as the Performance page's table. The page's file
+also holds the rows of `benchmarks/torchrl_mappo_mpe_spread.py`'s reports, added by hand.
 """
 
 from __future__ import annotations
@@ -20,13 +24,18 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from mpe2 import simple_spread_v3
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import markdown_table, results_path, write_results
 
 from collabzoo.algos import IPPOConfig, IPPOTrainer
 from collabzoo.algos.policies.mlp import mlp_team
@@ -136,6 +145,12 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=100)
     parser.add_argument("--lr", type=float, default=3e-3, help="actor and critic learning rate")
     parser.add_argument("--reward-scale", type=float, default=0.1, help="rewards x this to learn")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("ippo_mpe_spread")),
+        help="also write the table's rows here (alone: benchmarks/results/ippo_mpe_spread.json)",
+    )
     options = parser.parse_args()
     eval_seeds = [10_000 + i for i in range(options.eval_episodes)]
     rng = np.random.default_rng(0)
@@ -176,6 +191,62 @@ def main() -> None:
         for seed in options.seeds
     ]
     print(json.dumps(report))
+    if options.json:
+        ippo = "collabzoo IPPO, one shared MLP (64, 64)"
+        rows = [{"team": "random actions", "env_steps": None, "sampled": report["random"]}]
+        for run in report["ippo"]:
+            rows.append(
+                {"team": ippo, "env_steps": run["env_steps"], "sampled": run["sampled"]}
+                | {"greedy": run["greedy"], "seed": run["seed"], "curve": run["curve"]}
+            )
+        rows.append(
+            {
+                "team": "scripted: least-distance assignment + steering, per agent",
+                "env_steps": None,
+                "sampled": report["scripted"],
+            }
+        )
+        results = {"eval_episodes": options.eval_episodes, "rows": rows}
+        write_results(options.json, {"headline": headline(results), **results})
+
+
+# ----- the Performance page's table --------------------------------------------------------------
+def steps(row: dict[str, Any]) -> str:
+    if row.get("env_steps") is None:
+        return "-"
+    text = f"{row['env_steps'] / 1000:.0f}k"
+    return f"{text} ({row['steps_note']})" if row.get("steps_note") else text
+
+
+def returns(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def mpe_table(results: dict[str, Any]) -> str:
+    """A row per team: its training budget, and its mean return sampled and greedy."""
+    cells = [
+        [row["team"], steps(row), returns(row["sampled"]), returns(row.get("greedy"))]
+        for row in results["rows"]
+    ]
+    return markdown_table(["team", "env steps", "return (sampled)", "return (greedy)"], cells)
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """collabzoo's longest IPPO run against random play and the scripted team."""
+    rows = results["rows"]
+    ippo = max(
+        (r for r in rows if r["team"].startswith("collabzoo IPPO") and not r.get("steps_note")),
+        key=lambda r: r["env_steps"],
+    )
+    random = next(r for r in rows if r["team"] == "random actions")
+    scripted = next(r for r in rows if r["team"].startswith("scripted"))
+    return {
+        "benchmark": "IPPO on MPE simple_spread",
+        "figure": f"collabzoo IPPO {ippo['sampled']:.2f} after {steps(ippo)} env steps (random "
+        f"{random['sampled']:.2f}, scripted {scripted['sampled']:.2f})",
+        "ratio": None,
+        "section": "IPPO on MPE simple_spread",
+    }
 
 
 if __name__ == "__main__":

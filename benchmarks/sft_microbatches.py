@@ -12,15 +12,18 @@ gradients agree. It counts the token positions each way embeds (padding included
 the budget removes.
 
     python benchmarks/sft_microbatches.py [--model smollm2-135m-instruct] [--steps 4]
-        [--budget 1024] [--threads 2] [--json out.json]
+        [--budget 1024] [--threads 2] [--json [out.json]]
+
+`--json` alone writes benchmarks/results/sft_microbatches.json, from which `microbatch_table`
+builds the Performance page's table.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +43,9 @@ from learn_building import (
 
 from collabzoo.algos import SupervisedConfig, SupervisedTrainer
 from collabzoo.algos.learners.supervised import microbatches
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import markdown_table, results_path, thousands, times, write_results
 
 WAYS = {None: "whole batch", "budget": "micro-batches"}
 
@@ -62,7 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=SFT_MICROBATCH_TOKENS)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--work", default="runs/learn_building", help="learn_building's folder")
-    parser.add_argument("--json")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("sft_microbatches")),
+        help="write the results here (alone: benchmarks/results/sft_microbatches.json)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -95,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
     policy.model.get_input_embeddings().register_forward_hook(count)
     runs: dict[Any, list[dict[str, Any]]] = {way: [] for way in WAYS}
-    worst = 0.0
+    worst, shapes = 0.0, []
     for index, batch in enumerate(batches):  # W M, M W, ...: neither way always goes first
         for way in WAYS if index % 2 == 0 else reversed(WAYS):
             runs[way].append(timed_step(trainers[way], policy, batch, positions))
@@ -104,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             worst = max(worst, float((a - b).abs().max() / a.abs().max().clamp(min=1e-12)))
         lengths = sorted(len(p) + len(c) for p, c in batch)
         parts = len(microbatches(batch, args.budget))
+        shapes.append({"lengths": lengths, "micro_batches": parts})
         print(f"batch {index}: rows {lengths} in {parts} micro-batches;", whole, split, flush=True)
     seconds = {way: sum(r["seconds"] for r in runs[way]) for way in WAYS}
     ratio = seconds[None] / seconds["budget"]
@@ -122,14 +134,60 @@ def main(argv: list[str] | None = None) -> int:
             "model": args.model,
             "budget": args.budget,
             "threads": args.threads,
-            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "batches": shapes,
             "runs": {WAYS[way]: r for way, r in runs.items()},
             "speedup": ratio,
             "median_batch_speedup": medians,
             "largest_relative_gradient_difference": worst,
         }
-        Path(args.json).write_text(json.dumps(report, indent=1))
+        write_results(args.json, {"headline": headline(report), **report})
     return 0
+
+
+# ----- the Performance page's table --------------------------------------------------------------
+ALL = {2: "both", 3: "all three", 4: "all four", 5: "all five"}
+
+
+def microbatch_table(results: dict[str, Any]) -> str:
+    """A row per timed batch (its rows' lengths), then the sums over all of them."""
+    whole, split = results["runs"]["whole batch"], results["runs"]["micro-batches"]
+
+    def row(name: str, a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[str]:
+        positions = [thousands(sum(r["positions"] for r in way)) for way in (a, b)]
+        return [
+            name,
+            f"{sum(r['seconds'] for r in a):.1f} s",
+            f"{sum(r['seconds'] for r in b):.1f} s",
+            " / ".join(positions),
+        ]
+
+    cells = [
+        row(", ".join(thousands(n) for n in shape["lengths"]), [a], [b])
+        for shape, a, b in zip(results["batches"], whole, split, strict=True)
+    ]
+    cells.append(row(ALL.get(len(whole), f"all {len(whole)}"), whole, split))
+    header = [
+        "batch (row lengths in tokens)",
+        "whole batch",
+        "micro-batches",
+        "token positions, whole / micro",
+    ]
+    return markdown_table(header, cells, "lrrr")
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    whole, split = (
+        sum(r["seconds"] for r in results["runs"][way]) for way in ("whole batch", "micro-batches")
+    )
+    return {
+        "benchmark": "Warm-start steps in micro-batches",
+        "figure": f"{len(results['batches'])} warm-start batches' forward and backward "
+        f"{split:.1f} s in micro-batches against {whole:.1f} s whole (median batch "
+        f"{times(results['median_batch_speedup'])})",
+        "ratio": round(whole / split, 2),
+        "section": "Warm-start steps in micro-batches",
+    }
 
 
 if __name__ == "__main__":
