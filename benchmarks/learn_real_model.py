@@ -45,6 +45,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from provenance import provenance
+
 LEARNERS = ("mareinforce", "magrpo", "iac", "ippo", "cc")
 LABELS = {"mareinforce": "MA-REINFORCE", "magrpo": "MAGRPO", "iac": "IAC", "ippo": "IPPO"}
 LABELS["cc"] = "CC"
@@ -402,6 +404,172 @@ def table(task: str, runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# ----- the docs' tables (tests/test_docs_numbers.py compares them with the pages) ----------
+TLDR_COLUMNS = (
+    ("mean return (max 3)", "mean_return", 1.0, 2),
+    ("score %", "score", 100.0, 1),
+    ("levels reached", "level", 1.0, 2),
+    ("concise words", "words_1", 1.0, 1),
+    ("detailed words", "words_2", 1.0, 1),
+    ("length ratio", "length_ratio", 1.0, 2),
+    ("unique-word ratio", "unique_ratio", 1.0, 2),
+    ("Jaccard", "jaccard", 1.0, 3),
+)
+"""The TLDR table's columns: heading, the evaluation's metric, its scale and its decimals."""
+CODE_COLUMNS = (
+    ("pass", "pass", 100.0, 1),
+    ("tests passed", "pass_fraction", 100.0, 1),
+    ("return", "mean_return", 1.0, 2),
+    ("aux defined", "aux_defined", 100.0, 1),
+    ("main defined", "main_defined", 100.0, 1),
+    ("compiles", "syntax_ok", 100.0, 1),
+    ("main calls aux", "aux_used", 100.0, 1),
+)
+"""The code tasks' columns (the last turn's rates in percent, the return over both turns)."""
+CODE_ORDER = ("magrpo", "mareinforce", "iac", "cc", "ippo")
+"""The order the code tables list the learners in (the order they were run)."""
+CODE_TITLES = {"mbpp": "MBPP", "coophumaneval": "CoopHumanEval"}
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(cells) + " |" for cells in (header, *rows)]
+    lines.insert(1, "|" + "---|" * len(header))
+    return "\n".join(lines)
+
+
+def _mean_sd(values: list[float], scale: float, digits: int, zero: str | None = None) -> str:
+    """ "mean ± sd" of the scaled values; `zero` where every value is 0 (a rate nobody reached)."""
+    if zero is not None and not any(values):
+        return zero
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{scale * statistics.fmean(values):.{digits}f} ± {scale * sd:.{digits}f}"
+
+
+def _rate(value: float, scale: float, digits: int) -> str:
+    return "0" if value == 0 else f"{scale * value:.{digits}f}"
+
+
+def _untrained(runs: list[dict[str, Any]], task: str) -> dict[int, dict[str, Any]]:
+    """Each seed's untrained evaluation: the same team on the same seeded episodes for every
+    learner, so any run of the seed holds it."""
+    return {r["seed"]: r["points"][0] for r in runs if r["task"] == task}
+
+
+def _runs(results: dict[str, Any], task: str, learner: str) -> list[dict[str, Any]]:
+    found = [r for r in results["runs"] if r["task"] == task and r["learner"] == learner]
+    return sorted(found, key=lambda r: r["seed"])
+
+
+def tldr_table(results: dict[str, Any]) -> str:
+    """TLDR held out after the budget, mean ± sd over the seeds, and each run's minutes."""
+    header = ["TLDR, held out", *(c[0] for c in TLDR_COLUMNS), "minutes a run"]
+    untrained = list(_untrained(results["runs"], "tldr").values())
+    rows = [
+        [
+            "untrained (update 0)",
+            *(
+                _mean_sd([p[key] for p in untrained], scale, digits)
+                for _, key, scale, digits in TLDR_COLUMNS
+            ),
+            "-",
+        ]
+    ]
+    for learner in LEARNERS:
+        done = _runs(results, "tldr", learner)
+        if not done:
+            continue
+        last = [r["points"][-1] for r in done]
+        minutes = [r["seconds"] / 60 for r in done]
+        rows.append(
+            [
+                LABELS[learner],
+                *(
+                    _mean_sd([p[key] for p in last], scale, digits)
+                    for _, key, scale, digits in TLDR_COLUMNS
+                ),
+                f"{min(minutes):.0f}-{max(minutes):.0f}",
+            ]
+        )
+    return _markdown(header, rows)
+
+
+def tldr_seeds_table(results: dict[str, Any]) -> str:
+    """TLDR per seed: the held-out return of the untrained team and of every trained one."""
+    learners = [n for n in LEARNERS if _runs(results, "tldr", n)]
+    untrained = _untrained(results["runs"], "tldr")
+    rows = []
+    for seed in sorted(untrained):
+        finals = {
+            r["learner"]: r["points"][-1]["mean_return"]
+            for r in results["runs"]
+            if r["task"] == "tldr" and r["seed"] == seed
+        }
+        cells = [f"{finals[n]:.2f}" if n in finals else "-" for n in learners]
+        rows.append([str(seed), f"{untrained[seed]['mean_return']:.2f}", *cells])
+    return _markdown(["seed", "untrained", *(LABELS[n] for n in learners)], rows)
+
+
+def code_runs_table(results: dict[str, Any]) -> str:
+    """Every code-task run: the last turn's held-out rates (%) and the return, after the budget."""
+    budget = results["recipe"]["budget"]
+    header = [f"held out, {budget} env steps", "seed", *(c[0] for c in CODE_COLUMNS), "minutes"]
+    header[4] = "return (max 8)"
+    rows = []
+    for task, title in CODE_TITLES.items():
+        untrained = _untrained(results["runs"], task)
+        for seed in sorted(untrained):
+            point = untrained[seed]
+            cells = [_rate(point[key], scale, digits) for _, key, scale, digits in CODE_COLUMNS]
+            cells[2] = f"{point['mean_return']:.2f}"
+            rows.append([f"{title}, untrained", str(seed), *cells, "-"])
+            for learner in CODE_ORDER:
+                run = [r for r in _runs(results, task, learner) if r["seed"] == seed]
+                if not run:
+                    continue
+                last = run[0]["points"][-1]
+                cells = [_rate(last[key], scale, digits) for _, key, scale, digits in CODE_COLUMNS]
+                cells[2] = f"{last['mean_return']:.2f}"
+                minutes = f"{run[0]['seconds'] / 60:.0f}"
+                rows.append([f"{title}, {LABELS[learner]}", str(seed), *cells, minutes])
+    return _markdown(header, rows)
+
+
+def code_means_table(results: dict[str, Any]) -> str:
+    """The code tasks over the seeds: mean ± sd of the last turn's held-out rates and the return."""
+    columns = CODE_COLUMNS[:6]
+    header = [f"{results['recipe']['budget']} env steps", *(c[0] for c in columns)]
+    rows = []
+    for task, title in CODE_TITLES.items():
+        groups = [("untrained", list(_untrained(results["runs"], task).values()))]
+        for learner in CODE_ORDER:
+            done = _runs(results, task, learner)
+            if done:
+                groups.append((LABELS[learner], [r["points"][-1] for r in done]))
+        for name, points in groups:
+            cells = [
+                _mean_sd(
+                    [p[key] for p in points], scale, digits, None if key == "mean_return" else "0"
+                )
+                for _, key, scale, digits in columns
+            ]
+            rows.append([f"{title}, {name}", *cells])
+    return _markdown(header, rows)
+
+
+def code_returns_table(results: dict[str, Any]) -> str:
+    """The learners page's summary: each learner's held-out return on the code tasks."""
+    rows = []
+    for learner in ("magrpo", "mareinforce", "iac", "cc", "ippo"):
+        cells = [
+            _mean_sd(
+                [r["points"][-1]["mean_return"] for r in _runs(results, task, learner)], 1.0, 2
+            )
+            for task in CODE_TITLES
+        ]
+        rows.append([LABELS[learner], *cells])
+    return _markdown(["learner", *CODE_TITLES.values()], rows)
+
+
 def plot(task: str, runs: list[dict[str, Any]], folder: str) -> str:
     """The held-out mean return against environment steps: a thin line per seed, the mean
     over seeds thick, one colour per learner, its seed count in the legend."""
@@ -504,6 +672,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(runs)} runs in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
         if args.json:
             report = {
+                "provenance": provenance(None if argv is None else [__file__, *argv]),
                 "recipe": asdict(recipe),
                 "machine": os.uname().machine,
                 "runs": runs,
