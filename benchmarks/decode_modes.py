@@ -343,7 +343,10 @@ def gpu_modes_table(results: dict[str, Any]) -> str:
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:
     """The default's decode rate at the first row count and thread count, and what compiling
-    it did; without the compiled mode, what more threads did."""
+    it did; without the compiled mode, what more threads did. None where a file says
+    `"summary": false` (its section's row is another file's)."""
+    if results.get("summary") is False:
+        return []
     runs = results["runs"]
     first = runs[0]
     by_mode = {

@@ -15,7 +15,10 @@ kernels, and the profiler's own bookkeeping of a 256-token update outlasted 200 
 under `torch.profiler`, summarised by collabzoo's named ranges (collabzoo.rollout, .generate,
 .score, .backward, .optimizer_step) and the top operators.
 
-    python benchmarks/gpu_decode.py [--device cuda] [--batches 1,32,64] [--profile]
+    python benchmarks/gpu_decode.py [--device cuda] [--batches 1,32,64] [--profile] [--json [F]]
+
+`--json` alone writes benchmarks/results/gpu_decode.json, from which `decode_bound_table`
+builds the Performance page's table.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from collabzoo.algos.policies.model_loading import QWEN25_VOCAB, shaped_causal_l
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decode_modes import bandwidth, best_seconds, synchronize
+from results_table import markdown_table, results_path, significant, thousands, write_results
 
 RANGES = (
     "collabzoo.rollout",
@@ -179,15 +183,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--profile-new-tokens", type=int, default=32)
     parser.add_argument("--profile", action="store_true", help="profile one MAGRPO update")
-    parser.add_argument("--json", help="write the rows (and the profile) here")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("gpu_decode")),
+        help="write the rows (and the profile) here (alone: benchmarks/results/gpu_decode.json)",
+    )
     args = parser.parse_args(argv)
     torch.manual_seed(0)
     result: dict[str, Any] = {"decode": decode_rates(args)}
     if args.profile:
         result["profile"] = profile_update(args)
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        write_results(args.json, {"headline": headline(result), **result})
     return 0
+
+
+# ----- the Performance page's table --------------------------------------------------------------
+def decode_bound_table(results: dict[str, Any]) -> str:
+    """Each batch's decode rate beside the memory-bandwidth bound, and a decode step's time."""
+    cells = [
+        [
+            str(row["batch"]),
+            significant(row["tokens_per_s"]),
+            thousands(row["bound_tokens_per_s"]),
+            f"{row['share_of_bound']:.1%}",
+            f"{1000 * row['batch'] / row['tokens_per_s']:.0f} ms",
+        ]
+        for row in results["decode"]
+    ]
+    header = ["Rows", "Tokens/s", "Bandwidth bound", "Share of the bound", "Time per decode step"]
+    return markdown_table(header, cells, "rrrrr")
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any] | list:
+    """None of its own where a file says `"summary": false` (its section's row is another's)."""
+    if results.get("summary") is False:
+        return []
+    first, last = results["decode"][0], results["decode"][-1]
+    return {
+        "benchmark": "Decode speed against the memory bound",
+        "figure": f"{significant(last['tokens_per_s'])} tokens/s at {last['batch']} rows, "
+        f"{last['share_of_bound']:.1%} of the bandwidth bound ({first['batch']} row: "
+        f"{first['share_of_bound']:.1%})",
+        "ratio": None,
+        "section": "Decode speed against the memory bound",
+    }
 
 
 if __name__ == "__main__":

@@ -30,8 +30,15 @@ memory of a vLLM run includes the engines' reserved KV cache.
 On a machine without CUDA, `--device cpu --shape qwen2.5-0.5b --steps 1` proves the real-shape
 path end to end (a test runs it with a smaller workload).
 
-    python benchmarks/gpu_scale.py --device cuda --shape qwen2.5-0.5b [--comlrl] [--json F]
+    python benchmarks/gpu_scale.py --device cuda --shape qwen2.5-0.5b [--comlrl] [--json [F]]
     python benchmarks/gpu_scale.py --device cuda --generation hf,vllm --teams separate,lora
+
+`--json` alone writes benchmarks/results/gpu_scale.json: every run and the ratios the targets
+name (`ratios`). The Performance page's GPU tables come from such files (`runs_table`,
+`comlrl_table`, `sampler_table`) and from files of GPU training runs made by other commands,
+`collabzoo train` and `benchmarks/learn_real_model.py` (`train_runs_table`,
+`compiled_training_table`, `compiled_breakeven_table`). A file whose section the summary
+shows through another file says `"summary": false`.
 """
 
 from __future__ import annotations
@@ -46,6 +53,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, ClassVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import markdown_table, results_path, significant, thousands, write_results
 
 SAMPLING = {"temperature": 0.6, "top_p": 0.6, "top_k": 50}
 LEARNING_RATE = 5e-6
@@ -331,7 +341,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--vllm-kwargs", help="JSON settings of vllm.LLM for --generation vllm")
     parser.add_argument("--timeout", type=float, default=3600)
-    parser.add_argument("--json", help="write every run here")
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("gpu_scale")),
+        help="write every run here (alone: benchmarks/results/gpu_scale.json)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -367,8 +382,42 @@ def main(argv: list[str] | None = None) -> int:
     for line in summary(runs):
         print(line)
     if args.json:
-        Path(args.json).write_text(json.dumps(runs, indent=2) + "\n")
+        for run in runs:
+            run.pop("workdir", None)
+        results = {"runs": runs, "ratios": ratios(runs)}
+        write_results(args.json, {"headline": headline(results), **results})
     return 1 if any("error" in r for r in runs) else 0
+
+
+def ratios(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """The ratios `summary` prints, by name: "<learner> <team> <sampler>/hf",
+    "<learner> collabzoo/comlrl" and "<learner> lora/separate peak"."""
+    found = {
+        (r["library"], r["learner"], r["team"]): r
+        for r in runs
+        if "error" not in r and r.get("generation", "hf") == "hf"
+    }
+    named: dict[str, float] = {}
+    for r in runs:
+        generation = r.get("generation", "hf")
+        plain = found.get(("collabzoo", r["learner"], r["team"]))
+        if "error" not in r and generation != "hf" and plain:
+            named[f"{r['learner']} {r['team']} {generation}/hf"] = (
+                r["joint_samples_per_s"] / plain["joint_samples_per_s"]
+            )
+    for learner in sorted({r["learner"] for r in runs}):
+        ours = found.get(("collabzoo", learner, "separate"))
+        theirs = found.get(("comlrl", learner, "separate"))
+        lora = found.get(("collabzoo", learner, "lora"))
+        if ours and theirs:
+            named[f"{learner} collabzoo/comlrl"] = (
+                ours["joint_samples_per_s"] / theirs["joint_samples_per_s"]
+            )
+        if ours and lora:
+            named[f"{learner} lora/separate peak"] = (
+                lora["peak_memory_gib"] / ours["peak_memory_gib"]
+            )
+    return named
 
 
 def describe(run: dict[str, Any]) -> str:
@@ -418,6 +467,223 @@ def summary(runs: list[dict[str, Any]]) -> list[str]:
             share = lora["peak_memory_gib"] / full["peak_memory_gib"]
             lines.append(f"{learner}: LoRA team peak / two-model team peak = {share:.2f}")
     return lines
+
+
+# ----- the Performance page's tables -----------------------------------------------------------
+LEARNER_NAMES = {"magrpo": "MAGRPO", "iac": "IAC"}
+TEAMS = {"separate": "two separate models", "lora": "one base + a LoRA adapter per agent"}
+LIBRARIES = {"collabzoo": "collabzoo", "comlrl": "CoMLRL"}
+
+
+def gib(value: float) -> str:
+    return f"{value:.1f} GiB"
+
+
+def runs_table(results: dict[str, Any]) -> str:
+    """A row per run: joint samples/s, generated tokens/s, peak memory; a failed run says why
+    (a file's `note` for it, else the error's first line)."""
+    cells = []
+    for run in results["runs"]:
+        team = TEAMS[run["team"]]
+        if run["team"] == "separate" and run.get("parameters"):
+            team += f" ({run['parameters'] / 1e9:.2f}B parameters)"
+        name = f"{LIBRARIES[run['library']]} {LEARNER_NAMES[run['learner']]}, {team}"
+        if "error" in run:
+            cells.append([name, run.get("note") or run["error"].splitlines()[0], "", ""])
+            continue
+        cells.append(
+            [
+                name,
+                f"{run['joint_samples_per_s']:.2f}",
+                thousands(run["generated_tokens_per_s"]),
+                gib(run["peak_memory_gib"]),
+            ]
+        )
+    header = ["Run", "Joint samples/s", "Generated tokens/s", "Peak GPU memory"]
+    return markdown_table(header, cells, "lrrr")
+
+
+def comlrl_table(results: dict[str, Any]) -> str:
+    """Each learner's two-model team in both libraries and their ratio (bold: the target's)."""
+    runs = {(r["library"], r["learner"]): r for r in results["runs"] if r["team"] == "separate"}
+    first = results["runs"][0]
+    learners = {"magrpo": "MAGRPO", "iac": "IAC (value heads on the actors)"}
+    cells = []
+    for learner, name in learners.items():
+        ours, theirs = runs.get(("collabzoo", learner)), runs.get(("comlrl", learner))
+        if not ours or not theirs:
+            continue
+        ratio = results["ratios"][f"{learner} collabzoo/comlrl"]
+        cells.append(
+            [
+                name,
+                f"{ours['joint_samples_per_s']:.2f}",
+                f"{theirs['joint_samples_per_s']:.2f}",
+                f"**{ratio:.2f}×**",
+                gib(ours["peak_memory_gib"]),
+                gib(theirs["peak_memory_gib"]),
+            ]
+        )
+    header = [
+        f"Learner ({first['prompts']} prompts × K = {first['k']} × {first['new_tokens']} tokens, "
+        "two separate models)",
+        "collabzoo joint samples/s",
+        "CoMLRL joint samples/s",
+        "Ratio",
+        "collabzoo peak",
+        "CoMLRL peak",
+    ]
+    return markdown_table(header, cells, "lrrrrr")
+
+
+def sampler_table(results: dict[str, Any], peak: Any = significant) -> str:
+    """collabzoo's runs by team and sampler; another sampler's joint samples/s in bold with its
+    ratio to `hf` on the same team; a failed run reads "failed"."""
+    cells = []
+    for run in results["runs"]:
+        generation = run.get("generation", "hf")
+        row = [TEAMS[run["team"]], f"`{generation}`"]
+        if "error" in run:
+            cells.append([*row, "failed", "", "", ""])
+            continue
+        rate = f"{run['joint_samples_per_s']:.2f}"
+        if generation != "hf":
+            ratio = results["ratios"][f"{run['learner']} {run['team']} {generation}/hf"]
+            rate = f"**{rate} ({ratio:.2f}×)**"
+        cells.append(
+            [
+                *row,
+                rate,
+                thousands(run["generated_tokens_per_s"]),
+                f"{run['warmup_seconds']:.0f} s",
+                f"{peak(run['peak_memory_gib'])} GiB",
+            ]
+        )
+    header = [
+        "Team",
+        "Sampler",
+        "Joint samples/s",
+        "Generated tokens/s",
+        "Warm-up update",
+        "Peak GPU memory",
+    ]
+    return markdown_table(header, cells, "llrrrr")
+
+
+def sampler_table_two_decimals(results: dict[str, Any]) -> str:
+    """`sampler_table` with every peak to two decimals, as the H200 run's table gives them."""
+    return sampler_table(results, peak=lambda value: f"{value:.2f}")
+
+
+def spread(values: list[float], digits: int) -> str:
+    """One figure, or the range "low–high" of several."""
+    low, high = min(values), max(values)
+    if f"{low:.{digits}f}" == f"{high:.{digits}f}":
+        return f"{low:.{digits}f}"
+    return f"{low:.{digits}f}–{high:.{digits}f}"
+
+
+def train_runs_table(results: dict[str, Any]) -> str:
+    """Training runs of a real model on a GPU (`collabzoo train`): seconds per update and joint
+    samples/s over the updates after the first, beside the same workload on the CPU."""
+    cells = [
+        [
+            row["workload"],
+            LEARNER_NAMES[row["learner"]],
+            spread(row["update_seconds"], 1),
+            spread(row["joint_samples_per_s"], 2),
+            f"{row['cpu_update_seconds']:.1f} s per update"
+            if row.get("cpu_update_seconds")
+            else "not run",
+        ]
+        for row in results["rows"]
+    ]
+    header = [
+        "Workload",
+        "Learner",
+        "Seconds per update (updates 2 on)",
+        "Joint samples/s",
+        "Same workload on the 2-core CPU",
+    ]
+    return markdown_table(header, cells, "llrrr")
+
+
+def compiled_training_table(results: dict[str, Any]) -> str:
+    """A short `learn_real_model.py` run with each sampler: the untrained evaluation, the first
+    updates with the next evaluation (or how long it ran before it was stopped), the return."""
+    cells = []
+    for row in results["rows"]:
+        if row.get("first_part_s") is not None:
+            part = f"{row['first_part_s']:.1f} s (about {row['update_s']:.0f} s an update)"
+            end = f"{row['return_end']:.2f}"
+        else:
+            part = f"not done after {row['stopped_after_s']:.0f} s more (stopped)"
+            end = "not reached"
+        cells.append(
+            [
+                f"`{row['sampler']}`",
+                f"{row['untrained_eval_s']:.1f} s",
+                part,
+                f"{row['return_start']:.2f} → {end}",
+            ]
+        )
+    header = [
+        "Sampler",
+        "Untrained evaluation",
+        f"{results['updates']} updates and the next evaluation",
+        f"Held-out return, 0 → {results['env_steps']} env steps",
+    ]
+    return markdown_table(header, cells, "lrrl")
+
+
+def compiled_breakeven_table(results: dict[str, Any]) -> str:
+    """Each sampler's untrained evaluation, first update and later updates (mean ± sd over the
+    updates it names); the fastest later update in bold."""
+    fastest = min(row["later_mean_s"] for row in results["rows"])
+    cells = []
+    for row in results["rows"]:
+        later = f"{row['later_mean_s']:.2f} ± {row['later_sd_s']:.2f} s"
+        if row["later_mean_s"] == fastest:
+            later = f"**{later}**"
+        cells.append(
+            [
+                f"`{row['sampler']}`",
+                f"{row['untrained_eval_s']:.1f} s",
+                f"{row['update_1_s']:.1f} s",
+                f"{later} ({row['later_over']})",
+                str(row["updates_timed"]),
+            ]
+        )
+    header = ["Sampler", "Untrained evaluation", "Update 1", "Each later update", "Updates timed"]
+    return markdown_table(header, cells, "lrrrr")
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any] | list:
+    """The summary's row: collabzoo against CoMLRL where both ran, else the LoRA team's peak
+    against two models'; none for a file marked `"summary": false`."""
+    if results.get("summary") is False:
+        return []
+    named = results["ratios"]
+    runs = {(r["library"], r["learner"], r["team"]): r for r in results["runs"] if "error" not in r}
+    shape = results["runs"][0]["shape"]
+    shape = "Qwen" + shape[4:].upper() if shape.startswith("qwen") else shape
+    if "magrpo collabzoo/comlrl" in named:
+        ours, theirs = runs["collabzoo", "magrpo", "separate"], runs["comlrl", "magrpo", "separate"]
+        return {
+            "benchmark": f"MAGRPO against CoMLRL at the {shape} shape",
+            "figure": f"{ours['joint_samples_per_s']:.2f} against "
+            f"{theirs['joint_samples_per_s']:.2f} joint samples/s, two separate models",
+            "ratio": round(named["magrpo collabzoo/comlrl"], 2),
+            "section": "On a GPU",
+        }
+    lora, full = runs["collabzoo", "magrpo", "lora"], runs["collabzoo", "magrpo", "separate"]
+    return {
+        "benchmark": f"A LoRA team's GPU memory at the {shape} shape",
+        "figure": f"peak {gib(lora['peak_memory_gib'])} against two models' "
+        f"{gib(full['peak_memory_gib'])} (MAGRPO)",
+        "ratio": round(named["magrpo lora/separate peak"], 2),
+        "section": "The Qwen2.5-1.5B shape and a pretrained model (H200)",
+    }
 
 
 if __name__ == "__main__":
