@@ -14,6 +14,7 @@ from typing import Any
 
 from collabzoo.bench.batching import CallBatcher
 from collabzoo.bench.models import Generation, ModelOptions, Sampling, TeamError
+from collabzoo.model_names import ModelNotFound
 
 HF_TOKENS = "the model's tokenizer: completion token ids, the end-of-sequence token included"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -155,6 +156,8 @@ def load_policy(name: str, agent: str | None, options: ModelOptions) -> tuple[An
             adapter_name = None
     except TeamError:
         raise
+    except ModelNotFound as error:  # no such model, or the hub out of reach: its message says
+        raise TeamError(f"cannot load Hugging Face model {error.name!r}: {error.reason}") from None
     except (OSError, ValueError, KeyError, ImportError) as error:
         raise TeamError(
             f"cannot load Hugging Face model {name!r} ({type(error).__name__}: "

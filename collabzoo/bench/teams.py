@@ -44,10 +44,12 @@ from collabzoo.envs.scripted_teams import (
     NoisyOracle,
     code_oracle,
 )
+from collabzoo.model_names import ModelNotFound, check_model_name
 
 KINDS = ("scripted", "hf", "vllm", "openai")
 LOCAL_KINDS = ("hf", "vllm")
 """Kinds whose models load in this process, one team at a time."""
+LOCAL_TITLES = {"hf": "Hugging Face model", "vllm": "vLLM model"}
 SCRIPTED_KINDS = ("oracle", "naive", "heuristic", "noisy")
 
 
@@ -196,6 +198,14 @@ def parse_team(spec: str) -> TeamSpec:
                 scripted_kind(target)
             except TeamError as error:
                 raise TeamError(f"team {spec!r}: {error}") from None
+        if kind in LOCAL_KINDS:  # a mistyped name fails now, before any env or model loads
+            try:
+                check_model_name(target, also=("tiny",) if kind == "hf" else ())
+            except ModelNotFound as error:
+                what = LOCAL_TITLES[kind]
+                raise TeamError(
+                    f"team {spec!r}: cannot load {what} {error.name!r}: {error.reason}"
+                ) from None
         if kind == "openai":
             from collabzoo.bench.openai_model import parse_endpoint
 

@@ -204,10 +204,12 @@ def load_vllm_team(
         ) from None
 
     def member(target: str, agent: str | None) -> VLLMModel:
-        from collabzoo.algos.policies.pretrained import PullError, resolve_model
+        from collabzoo.algos.policies.pretrained import ModelNotFound, PullError, resolve_model
 
-        try:  # a known model's short name: its pulled folder
+        try:  # a known model's short name: its pulled folder; a hub id: tried once
             target = resolve_model(target)
+        except ModelNotFound as error:
+            raise TeamError(f"cannot load vLLM model {error.name!r}: {error.reason}") from None
         except PullError as error:
             raise TeamError(str(error)) from None
         folder = Path(target).expanduser()

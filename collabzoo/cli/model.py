@@ -6,9 +6,12 @@ import argparse
 from typing import Any
 
 from collabzoo.cli.usage import UsageError
+from collabzoo.model_names import registry_key, unknown_registry_name
 
 
 def cmd_model(args: argparse.Namespace) -> int:
+    if args.action == "pull" and args.name and registry_key(args.name) is None:
+        raise UsageError(unknown_registry_name(args.name))  # at once: before torch is imported
     from collabzoo.algos.policies.pretrained import (
         KNOWN_MODELS,
         PullError,

@@ -16,7 +16,7 @@ from collabzoo.cli.options import (
     placement_settings,
 )
 from collabzoo.cli.tables import fmt
-from collabzoo.cli.team import SMALL, TINY, team_models
+from collabzoo.cli.team import SMALL, TINY, check_model_option, team_models
 from collabzoo.cli.usage import UsageError
 
 SFT_SMALL_DEFAULTS = {"learning_rate": 1e-3, "warmup_steps": 20, "lr_scheduler_type": "cosine"}
@@ -24,6 +24,7 @@ SFT_SMALL_DEFAULTS = {"learning_rate": 1e-3, "warmup_steps": 20, "lr_scheduler_t
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    check_model_option(args.model)  # a mistyped name: refused before anything loads
     try:
         import datasets
 

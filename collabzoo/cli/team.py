@@ -7,9 +7,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from collabzoo.cli.usage import UsageError
+from collabzoo.model_names import ModelNotFound, check_model_name
 
 TINY, SMALL = "tiny", "small"
 """The models trained from scratch (no download); `small` learns its tokenizer from a dataset."""
+
+
+def check_model_option(name: str) -> None:
+    """Refuse a --model that is no registry name, folder, hub id (`owner/name`), tiny or small,
+    in one line naming the closest registry names: before torch is imported or data loads."""
+    try:
+        check_model_name(name, also=(TINY, SMALL))
+    except ModelNotFound as error:
+        raise UsageError(str(error)) from None
 
 
 def team_models(
@@ -18,7 +28,9 @@ def team_models(
     """The team `--model` and `--team` name (with `--max-prompt-tokens`), and how it is made: a
     saved team folder (each agent's policy as it was saved; "saved"), or "tiny", "small" (its
     tokenizer learnt from `texts`), a hub id or a model folder, as one model per agent
-    ("separate"), one for all ("shared") or one base with a LoRA adapter per agent ("lora")."""
+    ("separate"), one for all ("shared") or one base with a LoRA adapter per agent ("lora").
+    A name that is none of these fails first (`check_model_option`)."""
+    check_model_option(args.model)
     models, team = _loaded_team(args, agents, dtype, texts)
     if args.max_prompt_tokens is not None:
         for policy in models.values() if isinstance(models, dict) else [models]:
@@ -67,5 +79,7 @@ def _loaded_team(
         if team == "shared":
             return LLMPolicy(*load(0)), team
         return {a: LLMPolicy(*load(i)) for i, a in enumerate(agents)}, team
+    except ModelNotFound as error:  # a hub id out of reach: its message says what to do
+        raise UsageError(str(error)) from None
     except OSError as error:
         raise UsageError(f"cannot load model {args.model!r}: {error}") from None

@@ -19,7 +19,7 @@ from collabzoo.cli.options import (
     placement_settings,
 )
 from collabzoo.cli.tables import fmt
-from collabzoo.cli.team import SMALL, TINY, team_models
+from collabzoo.cli.team import SMALL, TINY, check_model_option, team_models
 from collabzoo.cli.usage import UsageError, checked
 from collabzoo.envs import make, resolve
 
@@ -36,6 +36,7 @@ TINY_MODEL_DEFAULTS = {
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    check_model_option(args.model)  # a mistyped name: refused before anything loads
     try:
         from collabzoo.algos import LEARNERS
     except ImportError as error:

