@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
+import collabzoo
 from collabzoo.model_names import KNOWN_MODELS, ModelNotFound, check_model_name
-from tests.conftest import REPOSITORY
+from tests.conftest import REPOSITORY, require
 from tests.optional import require_module
 
 TYPO = "smollm2-135m-instruc"
@@ -43,6 +44,12 @@ NETWORK_VARIABLES = (
     "ALL_PROXY",
     "all_proxy",
 )
+DATA = {
+    "coophumaneval": "coophumaneval/CoopHumanEval.json",
+    "humaneval": "humaneval/HumanEval.jsonl.gz",
+    "mbpp": "mbpp/MBPP.json",
+}
+PREFIX = {"coophumaneval": "CoopHumanEval/", "humaneval": "HumanEval/", "mbpp": "MBPP/"}
 
 
 def closed_port() -> int:
@@ -129,6 +136,10 @@ def one_error_line(done: subprocess.CompletedProcess) -> str:
     assert len(lines) == 1, done.stderr[-3000:]
     assert lines[0].startswith("collabzoo: error: "), lines
     return lines[0]
+
+
+def data_file(shared_data: Path, task: str) -> str:
+    return str(require(shared_data / DATA[task], f"the {task} data"))
 
 
 # ----- 1. model names ------------------------------------------------------------------------
@@ -239,3 +250,55 @@ def test_a_hub_model_in_the_local_cache_plays_with_the_hub_out_of_reach(
     assert document["team"]["spec"] == "hf:someone/tiny-model"
     tried = model_requests(seen, "someone/tiny-model")
     assert len(tried) == 1, f"tried once, then the cache: {seen}"
+
+
+# ----- 2. another task's data, and files that are no data -------------------------------------
+@pytest.mark.parametrize(
+    ("task", "other"),
+    [("coophumaneval", "mbpp"), ("humaneval", "coophumaneval"), ("mbpp", "humaneval")],
+)
+def test_another_tasks_data_is_refused_unless_allowed(
+    shared_data: Path, task: str, other: str
+) -> None:
+    path = data_file(shared_data, other)
+    with pytest.raises(ValueError) as caught:
+        collabzoo.make(task, data=path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"ids like '{PREFIX[other]}0'" in message, message
+    assert f"'{PREFIX[task]}N'" in message and "allow_foreign_data=True" in message
+    env = collabzoo.make(task, data=path, allow_foreign_data=True, split="all")
+    _, infos = env.reset(seed=0)
+    assert infos["aux"]["task_id"].startswith(PREFIX[other])
+    own = collabzoo.make(task, data=data_file(shared_data, task), split="all")
+    assert own.reset(seed=0)[1]["aux"]["task_id"].startswith(PREFIX[task])
+
+
+def test_a_file_that_is_no_code_dataset_is_a_clear_error_at_make(tmp_path: Path) -> None:
+    rows = [{"task_id": "CoopHumanEval/0", "prompt": "def f(x):\n    pass\n"}]
+    (tmp_path / "fields.json").write_text(json.dumps(rows))
+    (tmp_path / "broken.jsonl").write_text('{"task_id": "CoopHumanEval/0"\n')
+    (tmp_path / "binary.json").write_bytes(bytes(range(256)))
+    (tmp_path / "notes.txt").write_text("CoopHumanEval/0")
+    for name, error, fragments in [
+        ("fields.json", ValueError, ["row 0 lacks test, entry_point", "has prompt, task_id"]),
+        ("broken.jsonl", ValueError, ["broken.jsonl:1: not valid JSON"]),
+        ("binary.json", ValueError, ["not UTF-8 text"]),
+        ("notes.txt", ValueError, ["unsupported file type"]),
+        ("missing.json", FileNotFoundError, ["neither an existing file"]),
+    ]:
+        with pytest.raises(error) as caught:
+            collabzoo.make("coophumaneval", data=str(tmp_path / name))
+        message = str(caught.value)
+        assert message.startswith("CoopHumanEval: ") and "\n" not in message, message
+        assert all(f in message for f in fragments), message
+
+
+def test_play_refuses_another_tasks_data_in_one_line(shared_data: Path, tmp_path: Path) -> None:
+    data = json.dumps(data_file(shared_data, "mbpp"))
+    done, _ = run_cli(
+        ["play", "coophumaneval", "--env-arg", f"data={data}"],
+        offline_env(tmp_path, closed_port()),
+    )
+    line = one_error_line(done)
+    assert "holds another task's rows" in line and "ids like 'MBPP/0'" in line

@@ -11,11 +11,12 @@ feedback, and reports the score, its parts and the metrics. With `single_agent=T
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from collabzoo.envs.hub import DatasetUnavailable, one_line
-from collabzoo.envs.records import ALL, REFERENCE_SPLITS, load_records
+from collabzoo.envs.records import ALL, REFERENCE_SPLITS, hub_dataset_id, load_records
 from collabzoo.envs.text_env import (
     TextCollabEnv,
     TurnResult,
@@ -34,6 +35,8 @@ RECORD_FORMAT = (
     "entry_point"
 )
 """What a local copy of a code dataset is, for the errors that ask for one."""
+RECORD_FIELDS = ("task_id", "prompt", "test", "entry_point")
+"""The fields every row of a code dataset has (HumanEval's also canonical_solution)."""
 
 
 def _signature(problem: rules.CodeProblem) -> str:
@@ -55,8 +58,13 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
         data: a local copy of the dataset replacing the hub: a json / jsonl / jsonl.gz file or
             a directory of them, with records holding task_id, prompt, test, entry_point (the
             layout of the hub split); the reference slices below still apply. A hub dataset id
-            works too. Offline, a hub dataset fails at once (no retries) unless the local
+            works too. A local copy is read and checked by `make`: rows without those fields,
+            or whose ids are another task's (MBPP's rows given to CoopHumanEval), are refused
+            there. Offline, a hub dataset fails at once (no retries) unless the local
             `datasets` cache holds it; the error says to pass data=PATH.
+        allow_foreign_data: play rows whose task ids are not this task's (e.g. MBPP's problems
+            as CoopHumanEval episodes); off by default, so that a wrong file is an error rather
+            than a benchmark of the wrong task.
         split: default split for `reset`: "train" or "eval" (the reference slices) or "all"
             (every problem, in the dataset's order).
         memory: how much of its own history an agent sees: "full", "last" or "none".
@@ -103,6 +111,9 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
     reference_splits: ClassVar[SplitSlices] = {}
     title: ClassVar[str] = ""
     local_file: ClassVar[str] = ""
+    task_prefix: ClassVar[str] = ""
+    """How the task's ids begin ("HumanEval/" for "HumanEval/0"): rows whose ids do not are
+    another task's, refused unless `allow_foreign_data`."""
 
     def __init__(
         self,
@@ -122,6 +133,7 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
         answer_reading: str = "reference",
         splits: SplitSlices | None = None,
         render_mode: str | None = None,
+        allow_foreign_data: bool = False,
     ) -> None:
         if not isinstance(single_agent, bool):
             raise TypeError(f"single_agent must be a bool, got {single_agent!r}")
@@ -158,8 +170,22 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
                 f"splits needs a (start, stop) slice for each of {REFERENCE_SPLITS} (split "
                 f"{ALL!r} is always every record), got {splits!r}"
             )
+        if data is not None and not isinstance(data, (str, os.PathLike)):
+            raise TypeError(
+                f"data must be a path or a hub dataset id, got {type(data).__name__}: "
+                f"{RECORD_FORMAT}"
+            )
+        if not isinstance(allow_foreign_data, bool):
+            raise TypeError(f"allow_foreign_data must be a bool, got {allow_foreign_data!r}")
+        self.allow_foreign_data = allow_foreign_data
         self._data = data
         self._last: rules.CodeOutcome | None = None
+        self._check_data()
+
+    def _check_data(self) -> None:
+        """Read a local copy now, so that a wrong file fails at `make`."""
+        if self._data is not None and hub_dataset_id(self._data) is None:
+            self.items(ALL)
 
     # ----- task items -----------------------------------------------------------------------
     def _load_items(self, split: str) -> Sequence[rules.CodeProblem]:
@@ -171,10 +197,44 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
             records = load_records(source, split=self.hub_split)
         except Exception as error:
             if self._data is not None and not isinstance(error, ConnectionError):
-                raise  # a bad local path or file: its own message says what was wrong
+                if isinstance(error, (ValueError, OSError)):  # a bad local path or file
+                    kind = ValueError if isinstance(error, ValueError) else OSError
+                    kind = FileNotFoundError if isinstance(error, FileNotFoundError) else kind
+                    raise kind(f"{self.title}: {error}") from None
+                raise
             expected = f"{RECORD_FORMAT} (e.g. {self.local_file})"
             raise DatasetUnavailable(self.title, str(source), one_line(error), expected) from error
+        self._check_records(records, str(source))
         return [rules.CodeProblem.from_record(r) for r in records]
+
+    def _check_records(self, records: Sequence[Mapping[str, Any]], source: str) -> None:
+        """ValueError, in one line, when the rows are not code problems, or (unless
+        `allow_foreign_data`) are another task's: what was found, and what was expected."""
+        expected = f"expected {RECORD_FORMAT} (e.g. {self.local_file})"
+        lacking = [
+            (index, [k for k in RECORD_FIELDS if k not in record])
+            for index, record in enumerate(records)
+        ]
+        lacking = [(index, missing) for index, missing in lacking if missing]
+        if lacking:
+            index, missing = lacking[0]
+            found = ", ".join(sorted(map(str, records[index]))) or "no fields"
+            raise ValueError(
+                f"{self.title}: data {source!r} is not a code dataset: {len(lacking)} of "
+                f"{len(records)} rows lack fields (row {index} lacks {', '.join(missing)}; it "
+                f"has {found}); {expected}"
+            )
+        foreign = [
+            str(r["task_id"]) for r in records if not str(r["task_id"]).startswith(self.task_prefix)
+        ]
+        if foreign and not self.allow_foreign_data:
+            like = ", ".join(repr(i) for i in foreign[:2])
+            raise ValueError(
+                f"{self.title}: data {source!r} holds another task's rows: {len(foreign)} of "
+                f"{len(records)} have ids like {like}, where {self.title}'s are "
+                f"'{self.task_prefix}N' (e.g. {self.local_file}); pass {self.title}'s own data, "
+                "or allow_foreign_data=True to play these rows as this task"
+            )
 
     def _item_id(self, item: rules.CodeProblem) -> str:
         return item.task_id
@@ -322,6 +382,7 @@ class CoopHumanEvalEnv(CodeEnv):
     reference_splits: ClassVar[SplitSlices] = {"train": (16, None), "eval": (0, 16)}
     title = "CoopHumanEval"
     local_file = "CoopHumanEval.json"
+    task_prefix = "CoopHumanEval/"
 
 
 class HumanEvalEnv(CodeEnv):
@@ -336,6 +397,7 @@ class HumanEvalEnv(CodeEnv):
     reference_splits: ClassVar[SplitSlices] = {"train": (33, 163), "eval": (0, 32)}
     title = "HumanEval"
     local_file = "HumanEval.jsonl.gz"
+    task_prefix = "HumanEval/"
 
 
 class MBPPEnv(CodeEnv):
@@ -350,3 +412,4 @@ class MBPPEnv(CodeEnv):
     reference_splits: ClassVar[SplitSlices] = {"train": (15, None), "eval": (0, 15)}
     title = "MBPP"
     local_file = "MBPP.json"
+    task_prefix = "MBPP/"

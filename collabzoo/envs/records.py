@@ -34,10 +34,18 @@ def _suffix(path: Path) -> str | None:
 
 
 def _read_text(path: Path) -> str:
-    if path.name.lower().endswith(".gz"):
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return f.read()
-    return path.read_text(encoding="utf-8")
+    """The file's text; ValueError, naming the file, when it is not UTF-8 text (or gzip of it)."""
+    try:
+        if path.name.lower().endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return f.read()
+        return path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as error:
+        compressed = "gzip-compressed " if path.name.lower().endswith(".gz") else ""
+        raise ValueError(
+            f"{path}: not {compressed}UTF-8 text ({type(error).__name__}: {error}); expected "
+            f"JSON records in one of {FILE_SUFFIXES}"
+        ) from None
 
 
 def _records_from_json(value: Any, path: Path, split: str | None) -> list[dict[str, Any]]:
@@ -94,13 +102,23 @@ def load_records(source: str | os.PathLike[str], *, split: str | None = None) ->
         return [r for f in files for r in read_file(f, split)]
     if path.is_file():
         return read_file(path, split)
-    text = str(source)
-    if _suffix(path) or text.startswith((".", "/", "~")) or text.count("/") != 1:
+    hub_id = hub_dataset_id(source)
+    if hub_id is None:
         raise FileNotFoundError(
-            f"{text!r} is neither an existing file or directory nor a hub dataset id "
+            f"{str(source)!r} is neither an existing file or directory nor a hub dataset id "
             "of the form 'owner/name'"
         )
-    return load_hub_records(text, split)
+    return load_hub_records(hub_id, split)
+
+
+def hub_dataset_id(source: str | os.PathLike[str]) -> str | None:
+    """`source` as the hub dataset id `load_records` would load, or None when it names a local
+    file or directory (existing or not)."""
+    path = Path(source).expanduser()
+    text = str(source)
+    if path.exists() or _suffix(path) or text.startswith((".", "/", "~")) or text.count("/") != 1:
+        return None
+    return text
 
 
 def train_eval_split(items: Sequence[T], split: str, eval_fraction: float = 0.2) -> list[T]:
