@@ -1,8 +1,12 @@
-"""Bad input: clear errors for API misuse; any text at all is a legal, scored action."""
+"""Bad input: clear errors for API misuse and on the command line (one line, exit status 2,
+before anything is built); any text at all is a legal, scored action."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +16,7 @@ import collabzoo
 from collabzoo.rewards.commands import command_lines
 from collabzoo.rewards.housebuild import House, parse_housebuild_answer
 from collabzoo.rewards.strbuild import parse_strbuild_answer
+from tests.optional import require_module
 
 GAMES = ["strbuild", "housebuild"]
 MAX_SCORE = {"strbuild": 2.0, "housebuild": 1.0}
@@ -196,3 +201,132 @@ def test_envs_score_random_answers_without_raising(game: str) -> None:
         assert env.agents == []
 
     play()
+
+
+# ----- the command line: bad numbers and --set values end in one line, exit 2 ---------------------
+TRAIN = ["train", "magrpo", "--env", "tinycoop", "--model", "tiny"]
+
+
+def usage_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """Run `collabzoo ARGV`: exit status 2, no traceback, and on stderr one "collabzoo: error:"
+    line (returned), whether the command or argparse refused the value."""
+    from collabzoo.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("collabzoo: error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            [*TRAIN, "--set", "max_new_tokens=abc"],
+            "--set max_new_tokens: MAGRPOConfig.max_new_tokens is int (an integer), got 'abc'",
+        ),
+        (
+            [*TRAIN, "--set", "temperature=hot"],
+            "--set temperature: MAGRPOConfig.temperature is float (a number), got 'hot'",
+        ),
+        (
+            [*TRAIN, "--set", "num_generations=2.5"],
+            "--set num_generations: MAGRPOConfig.num_generations is int (an integer), got '2.5'",
+        ),
+        (
+            ["train", "ippo", "--env", "tinycoop", "--set", "top_k=many"],
+            "--set top_k: IPPOConfig.top_k is int | None (an integer or none), got 'many'",
+        ),
+        (
+            ["train", "iac", "--env", "tinycoop", "--set", "do_sample=maybe"],
+            "--set do_sample: IACConfig.do_sample is bool (true or false), got 'maybe'",
+        ),
+        (
+            ["train", "cc", "--env", "tinycoop", "--set", 'agent_devices=["cpu"]'],
+            "--set agent_devices: CentralCriticConfig.agent_devices is dict[str, str] | None "
+            "(a JSON object or none), got '[\"cpu\"]'",
+        ),
+        (
+            [*TRAIN, "--set", "max_new_token=3"],
+            "--set max_new_token: MAGRPOConfig has no field 'max_new_token'; "
+            "did you mean max_new_tokens?",
+        ),
+        (
+            ["sft", "no-dataset", "--set", "max_steps=ten"],
+            "--set max_steps: SupervisedConfig.max_steps is int | None (an integer or none), "
+            "got 'ten'",
+        ),
+        (
+            ["sft", "no-dataset", "--set", "learning_rate=fast"],
+            "--set learning_rate: SupervisedConfig.learning_rate is float (a number), got 'fast'",
+        ),
+        (
+            ["sft", "no-dataset", "--set", "per_device_batch_size=4"],
+            "--set per_device_batch_size: SupervisedConfig has no field 'per_device_batch_size'; "
+            "did you mean per_device_train_batch_size?",
+        ),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else "",
+)
+def test_a_set_value_its_field_cannot_hold_is_one_usage_line(
+    argv: list[str], message: str, tmp_path, capsys
+) -> None:
+    """Each --set value is read by its config field's type before anything is built (it used to
+    reach the learner as a str and end in a traceback once the model was built)."""
+    require_module("torch", "train")
+    line = usage_error(capsys, [*argv, "--output", str(tmp_path / "run")])
+    assert line == f"collabzoo: error: {message}"
+    assert not (tmp_path / "run").exists()
+
+
+def test_set_values_are_read_as_their_fields_types() -> None:
+    from typing import Any, Literal
+
+    from collabzoo.cli.config_values import Mismatch, config_settings, read_value
+
+    require_module("torch", "train")
+    from collabzoo.algos import IPPOConfig, SupervisedConfig
+
+    pairs = [
+        "max_new_tokens=8",
+        "temperature=1",
+        "top_k=none",
+        "do_sample=true",
+        "progress=off",
+        "num_turns=2",
+        "clip_range=null",
+        "ray_address=auto",
+        'agent_devices={"aux": "cpu"}',
+        'extra={"note": [1, "x"]}',
+    ]
+    settings = config_settings(IPPOConfig, pairs, "num_generations=8")
+    assert settings == {
+        "max_new_tokens": 8,
+        "temperature": 1.0,
+        "top_k": None,
+        "do_sample": True,
+        "progress": False,
+        "num_turns": 2,
+        "clip_range": None,
+        "ray_address": "auto",
+        "agent_devices": {"aux": "cpu"},
+        "extra": {"note": [1, "x"]},
+    }
+    assert type(settings["temperature"]) is float and type(settings["max_new_tokens"]) is int
+    assert config_settings(SupervisedConfig, ["max_steps=3"], "max_steps=200") == {"max_steps": 3}
+    assert read_value("cross", Literal["aligned", "cross"]) == "cross"
+    assert read_value("[1, 2]", tuple[int, int]) == (1, 2)
+    assert read_value("[1, 2.5]", list[float]) == [1, 2.5]
+    assert read_value("plain text", Any) == "plain text"
+    for raw, hint in [
+        ("other", Literal["aligned", "cross"]),
+        ("[1, 2, 3]", tuple[int, int]),
+        ('["a"]', list[float]),
+        ("nan", float),
+        ("2", bool),
+        ("true", int),
+    ]:
+        with pytest.raises(Mismatch):
+            read_value(raw, hint)

@@ -81,9 +81,9 @@ def test_unreachable_hub_says_how_to_pass_local_data(monkeypatch) -> None:
         raise ConnectionError(f"Couldn't reach {source!r} on the Hub")
 
     monkeypatch.setattr(code_envs, "load_records", offline)
-    env = collabzoo.make("coophumaneval")
+    monkeypatch.setattr(code_envs, "hub_unreachable_reason", lambda: "no route (this test)")
     with pytest.raises(DatasetUnavailable, match="OpenMLRL/CoopHumanEval") as caught:
-        env.reset(seed=0)
+        collabzoo.make("coophumaneval")  # at make, not at the first reset
     message = str(caught.value)
     assert "\n" not in message, "one line"
     assert "collabzoo.make('CoopHumanEval', data=PATH)" in message
@@ -271,8 +271,8 @@ def test_registered_with_descriptions() -> None:
     assert ids <= set(collabzoo.names())
     entries = {e.id: e for e in collabzoo.envs.entries()}
     assert all(entries[i].description for i in ids)
-    assert type(collabzoo.make("coophumaneval")).__name__ == "CoopHumanEvalEnv"
-    assert type(collabzoo.make("collabzoo/HumanEval-v0")).__name__ == "HumanEvalEnv"
+    assert collabzoo.envs.resolve("coophumaneval").load().__name__ == "CoopHumanEvalEnv"
+    assert collabzoo.envs.resolve("collabzoo/HumanEval-v0").load().__name__ == "HumanEvalEnv"
 
 
 def test_many_envs_step_concurrently_on_one_sandbox(coop_env, sandbox) -> None:

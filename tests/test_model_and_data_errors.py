@@ -302,3 +302,65 @@ def test_play_refuses_another_tasks_data_in_one_line(shared_data: Path, tmp_path
     )
     line = one_error_line(done)
     assert "holds another task's rows" in line and "ids like 'MBPP/0'" in line
+
+
+# ----- 3. a code env without its data fails at make --------------------------------------------
+MAKE_WITHOUT_DATA = """
+import json, time
+import collabzoo
+from collabzoo.envs.hub import DatasetUnavailable
+started = time.perf_counter()
+report = {}
+try:
+    env = collabzoo.make("coophumaneval")
+    report["made"] = True
+    report["make_seconds"] = time.perf_counter() - started
+    env.reset(seed=0)
+except DatasetUnavailable as error:
+    report.update(
+        failed_at="reset" if report.get("made") else "make",
+        message=str(error),
+        chained=error.__cause__ is not None or not error.__suppress_context__,
+    )
+print(json.dumps(report))
+"""
+
+
+def make_without_data(env: dict[str, str]) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", MAKE_WITHOUT_DATA],
+        text=True,
+        capture_output=True,
+        timeout=120,
+        env=env,
+        cwd=REPOSITORY,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("offline", ["unreachable", "HF_HUB_OFFLINE"])
+def test_a_code_env_without_data_fails_at_make_in_one_line(
+    tmp_path: Path, hub: tuple[int, list[str]], offline: str
+) -> None:
+    port, seen = hub
+    extra = {"HF_HUB_OFFLINE": "1"} if offline == "HF_HUB_OFFLINE" else {}
+    port = port if extra else closed_port()
+    report = make_without_data(offline_env(tmp_path, port, **extra))
+    assert report.get("failed_at") == "make", report
+    message = report["message"]
+    assert "\n" not in message and not report["chained"]
+    assert message.startswith("CoopHumanEval: cannot load 'OpenMLRL/CoopHumanEval'")
+    assert "pass a local copy instead: collabzoo.make('CoopHumanEval', data=PATH)" in message
+    assert seen == [], "HF_HUB_OFFLINE: no connection at all"
+
+
+def test_where_the_hub_answers_make_leaves_the_download_to_the_first_reset(
+    tmp_path: Path, hub: tuple[int, list[str]]
+) -> None:
+    """A hub that accepts connections passes the quick check: `make` loads nothing (the
+    download, here failing, comes at reset)."""
+    port, seen = hub
+    report = make_without_data(offline_env(tmp_path, port))
+    assert report["made"] and report.get("failed_at") == "reset", report
+    assert len(seen) >= 1

@@ -148,6 +148,8 @@ def check_data(env: str, env_kwargs: Mapping[str, Any], split: str) -> None:
     try:
         entry = resolve(env)
         probe = make(entry.id, **env_kwargs)
+    except DatasetUnavailable as error:  # a code env offline without a local copy: at make
+        raise DataUnavailable(error.hint(f"--data {entry.short_name}=PATH")) from None
     except Exception:
         return
     try:
@@ -328,6 +330,8 @@ def run_bench(
     made_with = dict(kwargs, **({"sandbox": sandbox} if sandbox is not None else {}))
     try:
         probe = make(entry.id, **made_with)
+    except DatasetUnavailable as error:  # the hub out of reach and no local copy
+        raise DataUnavailable(error.hint(f"--data {short}=PATH")) from None
     except (ValueError, TypeError, KeyError, OSError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         raise BenchError(f"{entry.id}: {message}") from None

@@ -1,9 +1,10 @@
 """The options several commands share, each defined once here, and the readers of their values.
 
 `--env-arg` (play, serve, train, bench, export), `--team` as a team layout (train, sft),
-`--set` (train, sft), `--max-prompt-tokens` (train, sft, bench) and the placement options
-(`--device`, `--dtype`, `--threads`; train and sft add per-agent devices and gradient
-checkpointing) read the same and say the same wherever they appear.
+`--set` (train, sft; its values are read by `config_values`), `--max-prompt-tokens` (train,
+sft, bench) and the placement options (`--device`, `--dtype`, `--threads`; train and sft add
+per-agent devices and gradient checkpointing) read the same and say the same wherever they
+appear.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ def add_config_set(
         default=[],
         metavar="FIELD=VALUE",
         help=DefaultHelp(
-            f"a {config} field, repeatable (e.g. --set {example}; its default: %(config_default)s)",
+            f"a {config} field, repeatable (e.g. --set {example}; its default: "
+            "%(config_default)s); VALUE is read as the field's type: 'none' for None, JSON for "
+            "an object",
             default,
         ),
     )
@@ -165,8 +168,8 @@ def placement_settings(args: argparse.Namespace, fields: Mapping[str, Any]) -> d
 def key_values(
     pairs: Sequence[str], option: str = "--env-arg", example: str = "horizon=2"
 ) -> dict[str, Any]:
-    """KEY=VALUE pairs (--env-arg, --set); a value is read as JSON when it parses (2, true,
-    ["a"]), else a str."""
+    """KEY=VALUE pairs (--env-arg); a value is read as JSON when it parses (2, true, ["a"]),
+    else a str. (--set reads each value by its config field's type: `config_values`.)"""
     kwargs: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")

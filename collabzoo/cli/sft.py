@@ -7,12 +7,12 @@ import json
 from typing import Any
 
 from collabzoo.cli.config_defaults import supervised_default
+from collabzoo.cli.config_values import config_settings
 from collabzoo.cli.options import (
     add_config_set,
     add_max_prompt_tokens,
     add_placement,
     add_team_layout,
-    key_values,
     placement_settings,
 )
 from collabzoo.cli.tables import fmt
@@ -33,6 +33,17 @@ def cmd_sft(args: argparse.Namespace) -> int:
         raise UsageError(
             f"a warm start needs the train extra ({error}): pip install 'collabzoo[train]'"
         ) from None
+    settings = dict(SFT_SMALL_DEFAULTS) if args.model in (TINY, SMALL) else {}
+    settings.update(config_settings(SupervisedConfig, args.set, "max_steps=200"))
+    settings.update(output_dir=args.output)
+    try:  # the settings are checked before the dataset loads
+        settings.update(placement_settings(args, SupervisedConfig.__dataclass_fields__))
+        config = SupervisedConfig(**settings)
+    except TypeError as error:
+        known = ", ".join(sorted(SupervisedConfig.__dataclass_fields__))
+        raise UsageError(f"{error}; SupervisedConfig fields: {known}") from None
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     try:
         rows = datasets.load_from_disk(args.dataset)
     except (FileNotFoundError, OSError, ValueError) as error:
@@ -45,17 +56,6 @@ def cmd_sft(args: argparse.Namespace) -> int:
             "reads episode datasets as `collabzoo export` writes them"
         )
     agents = sorted(set(rows["agent"]))
-    settings = dict(SFT_SMALL_DEFAULTS) if args.model in (TINY, SMALL) else {}
-    settings.update(key_values(args.set, "--set", "max_steps=200"))
-    settings.update(output_dir=args.output)
-    try:
-        settings.update(placement_settings(args, SupervisedConfig.__dataclass_fields__))
-        config = SupervisedConfig(**settings)
-    except TypeError as error:
-        known = ", ".join(sorted(SupervisedConfig.__dataclass_fields__))
-        raise UsageError(f"{error}; SupervisedConfig fields: {known}") from None
-    except ValueError as error:
-        raise UsageError(str(error)) from None
     texts = [*rows["prompt"], *rows["completion"]] if args.model == SMALL else None
     models, team = team_models(args, agents, config.dtype, texts)
     try:

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from collabzoo.cli.config_defaults import DefaultHelp, field_default, learners_default
+from collabzoo.cli.config_values import config_settings
 from collabzoo.cli.generation import add_generation, generation_settings
 from collabzoo.cli.options import (
     add_config_set,
@@ -50,6 +51,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"--eval-episodes must be 0 (no final eval) or more, got {args.eval_episodes}"
         )
     config_class, trainer_class = LEARNERS[args.algo]
+    given = config_settings(config_class, args.set, "num_generations=8")
     entry = checked(resolve, args.env)
     env_kwargs = key_values(args.env_arg)
     probe = checked(make, entry.id, **env_kwargs)
@@ -58,7 +60,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     fields = config_class.__dataclass_fields__
     from_scratch = args.model in (TINY, SMALL)
     settings = {k: v for k, v in TINY_MODEL_DEFAULTS.items() if k in fields} if from_scratch else {}
-    settings.update(key_values(args.set, "--set", "num_generations=8"))
+    settings.update(given)
     # --updates, given or not, is the update count: over a --set max_updates too.
     updates = field_default(config_class, "max_updates") if args.updates is None else args.updates
     settings.update(output_dir=args.output, max_updates=updates, resume=args.resume)

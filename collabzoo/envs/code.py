@@ -15,7 +15,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from collabzoo.envs.hub import DatasetUnavailable, one_line
+from collabzoo.envs.hub import (
+    DatasetUnavailable,
+    hub_unreachable_reason,
+    offline_mode,
+    one_line,
+)
 from collabzoo.envs.records import ALL, REFERENCE_SPLITS, hub_dataset_id, load_records
 from collabzoo.envs.text_env import (
     TextCollabEnv,
@@ -60,8 +65,9 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
             layout of the hub split); the reference slices below still apply. A hub dataset id
             works too. A local copy is read and checked by `make`: rows without those fields,
             or whose ids are another task's (MBPP's rows given to CoopHumanEval), are refused
-            there. Offline, a hub dataset fails at once (no retries) unless the local
-            `datasets` cache holds it; the error says to pass data=PATH.
+            there. Offline (the hub unreachable, or HF_HUB_OFFLINE set), a hub dataset fails at
+            `make` too, at once and in one line saying to pass data=PATH, unless the local
+            `datasets` cache holds it; where the hub answers, it downloads at the first reset.
         allow_foreign_data: play rows whose task ids are not this task's (e.g. MBPP's problems
             as CoopHumanEval episodes); off by default, so that a wrong file is an error rather
             than a benchmark of the wrong task.
@@ -183,9 +189,14 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
         self._check_data()
 
     def _check_data(self) -> None:
-        """Read a local copy now, so that a wrong file fails at `make`."""
-        if self._data is not None and hub_dataset_id(self._data) is None:
-            self.items(ALL)
+        """Read the problems now, so that missing or wrong data fails at `make`, unless they
+        come from a hub that answers (one quick check per process, `collabzoo.envs.hub`): then
+        they download at the first reset, as `datasets` caches them."""
+        source = self.hub_id if self._data is None else self._data
+        from_hub = hub_dataset_id(source) is not None
+        if from_hub and not offline_mode() and hub_unreachable_reason() is None:
+            return
+        self.items(ALL)
 
     # ----- task items -----------------------------------------------------------------------
     def _load_items(self, split: str) -> Sequence[rules.CodeProblem]:
@@ -203,7 +214,7 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
                     raise kind(f"{self.title}: {error}") from None
                 raise
             expected = f"{RECORD_FORMAT} (e.g. {self.local_file})"
-            raise DatasetUnavailable(self.title, str(source), one_line(error), expected) from error
+            raise DatasetUnavailable(self.title, str(source), one_line(error), expected) from None
         self._check_records(records, str(source))
         return [rules.CodeProblem.from_record(r) for r in records]
 
