@@ -493,9 +493,11 @@ def actor_critic_table(results: dict[str, Any]) -> str:
     return markdown_table(header, cells)
 
 
-def headline(results: dict[str, Any]) -> dict[str, Any]:
+def headline(results: dict[str, Any]) -> dict[str, Any] | list:
     """CC's ratio, the pairing with a critic over the joint state, and the others' beside it."""
     rows = results["throughput"]
+    if "cc" not in rows:
+        return []  # a run without CC has no summary row
     cc = rows["cc"]
     others = ", ".join(
         f"{SHORT_NAMES[v]} {times(ratio_of(r), 1)}" for v, r in rows.items() if v != "cc"

@@ -341,7 +341,7 @@ def gpu_modes_table(results: dict[str, Any]) -> str:
     return markdown_table(header, cells, "rlrrr")
 
 
-def headline(results: dict[str, Any]) -> dict[str, Any]:
+def headline(results: dict[str, Any]) -> dict[str, Any] | list:
     """The default's decode rate at the first row count and thread count, and what compiling
     it did; without the compiled mode, what more threads did. None where a file says
     `"summary": false` (its section's row is another file's)."""
@@ -355,6 +355,8 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     where = (
         results.get("gpu") or f"{first['threads']} CPU thread{'s' if first['threads'] > 1 else ''}"
     )
+    if "dynamic" not in by_mode:
+        return []  # without the default cache there is nothing to compare with
     dynamic = by_mode["dynamic"]
 
     def rate(run: dict[str, Any]) -> str:

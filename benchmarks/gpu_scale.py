@@ -538,13 +538,14 @@ def comlrl_table(results: dict[str, Any]) -> str:
 
 def sampler_table(results: dict[str, Any], peak: Any = significant) -> str:
     """collabzoo's runs by team and sampler; another sampler's joint samples/s in bold with its
-    ratio to `hf` on the same team; a failed run reads "failed"."""
+    ratio to `hf` on the same team; a failed run reads "failed" (and where, from its `note`)."""
     cells = []
     for run in results["runs"]:
         generation = run.get("generation", "hf")
         row = [TEAMS[run["team"]], f"`{generation}`"]
         if "error" in run:
-            cells.append([*row, "failed", "", "", ""])
+            failed = f"failed ({run['note']})" if run.get("note") else "failed"
+            cells.append([*row, failed, "", "", ""])
             continue
         rate = f"{run['joint_samples_per_s']:.2f}"
         if generation != "hf":
@@ -676,6 +677,8 @@ def headline(results: dict[str, Any]) -> dict[str, Any] | list:
             "ratio": round(named["magrpo collabzoo/comlrl"], 2),
             "section": "On a GPU",
         }
+    if "magrpo lora/separate peak" not in named:
+        return []  # neither comparison ran
     lora, full = runs["collabzoo", "magrpo", "lora"], runs["collabzoo", "magrpo", "separate"]
     return {
         "benchmark": f"A LoRA team's GPU memory at the {shape} shape",

@@ -52,7 +52,9 @@ def test_cpu_mode_runs_an_update_at_the_real_0_5b_shape(tmp_path, monkeypatch) -
             str(out),
         ]
     )
-    (run,) = json.loads(out.read_text())
+    results = json.loads(out.read_text())
+    assert set(results["provenance"]) == {"commit", "date", "machine", "command"}
+    (run,) = results["runs"]
     assert status == 0, run.get("error")
     assert run["parameters"] == QWEN25_05B_PARAMETERS
     assert run["updates"] == 2  # the warm-up and the timed one
