@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 
 import collabzoo
+from collabzoo.bench.teams import scripted_policy
+from collabzoo.envs.scripted_teams import scripted_team
 from collabzoo.model_names import KNOWN_MODELS, ModelNotFound, check_model_name
 from tests.conftest import REPOSITORY, require
 from tests.optional import require_module
@@ -364,3 +366,53 @@ def test_where_the_hub_answers_make_leaves_the_download_to_the_first_reset(
     report = make_without_data(offline_env(tmp_path, port))
     assert report["made"] and report.get("failed_at") == "reset", report
     assert len(seen) >= 1
+
+
+# ----- 4. HumanEval's oracle ----------------------------------------------------------------------
+def test_scripted_team_plays_the_humaneval_oracle_the_bench_plays(
+    shared_data: Path, code_sandbox
+) -> None:
+    env = collabzoo.make(
+        "humaneval", data=data_file(shared_data, "humaneval"), split="eval", sandbox=code_sandbox
+    )
+    team = scripted_team("humaneval", "oracle", env=env)
+    bench_policy = scripted_policy("oracle", "humaneval", env)
+    observations, _ = env.reset(options={"task": 0})
+    answers = team(observations)
+    assert answers == {a: bench_policy(o) for a, o in observations.items()}
+    *_, infos = env.step(answers)
+    assert infos["main"]["metrics"]["pass"] == 1.0, infos["main"]["metrics"]
+    with pytest.raises(ValueError, match="pass the env it plays"):
+        scripted_team("humaneval", "oracle")
+    coop = collabzoo.make("coophumaneval", data=data_file(shared_data, "coophumaneval"))
+    with pytest.raises(ValueError, match="CoopHumanEval/0 has no reference solution"):
+        scripted_team("coophumaneval", "oracle", env=coop)
+    with pytest.raises(ValueError, match="oracle: housebuild, humaneval, strbuild, tinycoop"):
+        scripted_team("tldr", "oracle")
+
+
+def test_play_seats_the_humaneval_oracle_as_a_partner(shared_data: Path, tmp_path: Path) -> None:
+    """`collabzoo play humaneval --partner oracle`: the human writes aux, the oracle main."""
+    aux = (
+        "def aux(numbers, threshold):\n"
+        "    for i, a in enumerate(numbers):\n"
+        "        for j, b in enumerate(numbers):\n"
+        "            if i != j and abs(a - b) < threshold:\n"
+        "                return True\n"
+        "    return False\nEND\n"
+    )
+    data = json.dumps(data_file(shared_data, "humaneval"))
+    args = ["play", "humaneval", "--partner", "oracle", "--seat", "aux", "--split", "eval"]
+    args += ["--task", "HumanEval/0", "--env-arg", f"data={data}", "--env-arg", "horizon=1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "collabzoo.cli", *args],
+        input=aux,
+        text=True,
+        capture_output=True,
+        timeout=240,
+        env=offline_env(tmp_path, closed_port()),
+        cwd=REPOSITORY,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "the scripted oracle team plays: main" in done.stdout
+    assert "return aux(numbers, threshold)" in done.stdout and "tests 7/7" in done.stdout

@@ -39,6 +39,7 @@ from collabzoo.bench.models import (
 )
 from collabzoo.envs.scripted_teams import (
     CODE_GAMES,
+    CODE_ORACLE_GAMES,
     NOISY_DROP,
     TEAMS,
     NoisyOracle,
@@ -318,7 +319,7 @@ def scripted_policy(kind: str, game: str, env: Any) -> Callable[..., str]:
         return code_oracle(problems)
     policy = TEAMS.get(kind, {}).get(game)
     if policy is None:
-        plays = sorted(TEAMS.get(kind, {})) + (["humaneval"] if kind == "oracle" else [])
+        plays = sorted([*TEAMS.get(kind, {}), *(CODE_ORACLE_GAMES if kind == "oracle" else ())])
         raise NoScriptedTeam(
             f"no scripted {kind} team for {game} (the {kind} team plays {', '.join(plays)})"
         )

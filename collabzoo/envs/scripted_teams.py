@@ -20,6 +20,7 @@ import random
 import re
 import zlib
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from collabzoo.rewards.code import CodeProblem, parse_python
 from collabzoo.rewards.writing import SPLIT_MARKER, word_set
@@ -521,15 +522,34 @@ def code_oracle(problems: Iterable[CodeProblem]) -> Policy:
     return policy
 
 
-def scripted_team(game: str, kind: str) -> Callable[[Mapping[str, str]], dict[str, str]]:
-    """A team: observations by agent in, answers by agent out."""
-    try:
-        policy = TEAMS[kind][game]
-    except KeyError:
-        offered = "; ".join(f"{k}: {', '.join(sorted(g))}" for k, g in sorted(TEAMS.items()))
-        raise ValueError(
-            f"no scripted {kind!r} team for {game!r}; the teams and their games: {offered}"
-        ) from None
+CODE_ORACLE_GAMES = ("humaneval",)
+"""The code tasks whose dataset has reference solutions, so `code_oracle` plays them."""
+
+
+def scripted_team(
+    game: str, kind: str, env: Any = None
+) -> Callable[[Mapping[str, str]], dict[str, str]]:
+    """A team: observations by agent in, answers by agent out. The oracle of a code task
+    (HumanEval: `code_oracle`) answers from the env's reference solutions, so it needs `env`
+    (the env it plays, or any with the same problems); the bench plays the same oracle."""
+    if kind == "oracle" and game in CODE_GAMES:
+        if env is None:
+            raise ValueError(
+                f"the {game} oracle answers from the dataset's reference solutions: pass the "
+                f"env it plays, scripted_team({game!r}, 'oracle', env=collabzoo.make({game!r}, "
+                "data=PATH))"
+            )
+        policy = code_oracle(env.items("all"))  # every problem, the ones in no slice too
+    else:
+        try:
+            policy = TEAMS[kind][game]
+        except KeyError:
+            plays = {k: sorted(g) for k, g in TEAMS.items()}
+            plays["oracle"] = sorted([*plays["oracle"], *CODE_ORACLE_GAMES])
+            offered = "; ".join(f"{k}: {', '.join(g)}" for k, g in sorted(plays.items()))
+            raise ValueError(
+                f"no scripted {kind!r} team for {game!r}; the teams and their games: {offered}"
+            ) from None
 
     def act(observations: Mapping[str, str]) -> dict[str, str]:
         return {agent: policy(obs) for agent, obs in observations.items()}
