@@ -85,6 +85,22 @@ def incomplete_card(entry: EnvEntry, what: str) -> PluginError:
     )
 
 
+def data_kwargs(entry: EnvEntry, env_class: type) -> tuple[dict[str, Any], str]:
+    """The `data` argument of every env the hook makes (a code env reads its tasks when made),
+    and a sentence on the data it plays."""
+    local_file = getattr(env_class, "local_file", "")
+    if local_file:
+        path = shared_data_dir() / entry.short_name / local_file
+        if path.exists():
+            return {"data": str(path)}, f"a local copy of `{env_class.hub_id}`, the hub dataset"
+        if data_required():
+            raise incomplete_card(entry, f"its data file {path} does not exist")
+        return {}, f"`{env_class.hub_id}` from the Hugging Face hub"
+    if getattr(env_class, "sample_file", ""):
+        return {"data": "sample"}, "the embedded sample (offline; not the benchmark's texts)"
+    return {}, "the tasks that ship with the package"
+
+
 def example_kwargs(entry: EnvEntry, env_class: type) -> tuple[dict[str, Any], str]:
     """Constructor arguments for the card's env, and a sentence on the data it plays."""
     kwargs: dict[str, Any] = {"render_mode": "ansi"}
@@ -93,19 +109,8 @@ def example_kwargs(entry: EnvEntry, env_class: type) -> tuple[dict[str, Any], st
         from collabzoo.sandbox import get_sandbox
 
         kwargs["sandbox"] = _process_sandbox(get_sandbox)
-    local_file = getattr(env_class, "local_file", "")
-    if local_file:
-        path = shared_data_dir() / entry.short_name / local_file
-        if path.exists():
-            kwargs["data"] = str(path)
-            return kwargs, f"a local copy of `{env_class.hub_id}`, the hub dataset"
-        if data_required():
-            raise incomplete_card(entry, f"its data file {path} does not exist")
-        return kwargs, f"`{env_class.hub_id}` from the Hugging Face hub"
-    if getattr(env_class, "sample_file", ""):
-        kwargs["data"] = "sample"
-        return kwargs, "the embedded sample (offline; not the benchmark's texts)"
-    return kwargs, "the tasks that ship with the package"
+    data, note = data_kwargs(entry, env_class)
+    return {**kwargs, **data}, note
 
 
 _sandboxes: dict[str, Any] = {}
@@ -295,7 +300,13 @@ def build_card(entry: EnvEntry) -> str:
     doc = inspect.getdoc(env_class) or ""
     described = docstring_args(doc)
     kwargs, data_note = example_kwargs(entry, env_class)
-    env = env_class(**kwargs)
+    try:
+        env = env_class(**kwargs)
+    except Exception as error:  # a code env reads its tasks when made
+        if data_required():
+            raise incomplete_card(entry, f"its env could not be made ({error!r})") from error
+        notice = not_loaded(error, data_file(entry, env_class))
+        return "\n\n".join([*card_head(entry, env_class), notice]) + "\n"
     episode: Episode | Exception
     try:
         episode = play_example(entry, env)
@@ -304,11 +315,7 @@ def build_card(entry: EnvEntry) -> str:
             raise incomplete_card(entry, f"its example episode failed ({error!r})") from error
         episode = error
     parts = [
-        f"# {card_title(entry)}",
-        f"`{entry.id}` · short name `{entry.short_name}` · "
-        f"`{env_class.__module__}.{env_class.__qualname__}`",
-        f"**{entry.description}**",
-        docstring_summary(doc),
+        *card_head(entry, env_class),
         fenced(
             f'import collabzoo\n\nenv = collabzoo.make("{entry.short_name}")\n'
             f'# or: pettingzoo.make("parallel", "{entry.id}")',
@@ -340,6 +347,29 @@ def build_card(entry: EnvEntry) -> str:
     parts += ["## Published scores", published_section(entry)]
     parts += ["## Example episode", episode_section(episode)]
     return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def card_head(entry: EnvEntry, env_class: type) -> list[str]:
+    """The card's title, names, description and the class's summary: what needs no env."""
+    return [
+        f"# {card_title(entry)}",
+        f"`{entry.id}` · short name `{entry.short_name}` · "
+        f"`{env_class.__module__}.{env_class.__qualname__}`",
+        f"**{entry.description}**",
+        docstring_summary(inspect.getdoc(env_class) or ""),
+    ]
+
+
+def not_loaded(error: Exception, expected: str) -> str:
+    """The notice in place of tasks that did not load, saying how to provide them (`expected`:
+    their place in the reference data folder)."""
+    holding = f"`{expected}`" if expected else "the reference data"
+    return (
+        f'!!! warning "Not loaded for this build"\n    The tasks could not be loaded '
+        f"here ({type(error).__name__}: {cell(shorten(str(error), ERROR_LIMIT))}). Set "
+        f"COLLABZOO_SHARED_DATA to a folder holding {holding}, or build with the "
+        "Hugging Face hub in reach."
+    )
 
 
 def glance_table(entry: EnvEntry, env: Any) -> str:
@@ -399,13 +429,7 @@ def splits_section(
         except Exception as error:
             if required_by is not None:
                 raise incomplete_card(required_by, f"its tasks did not load ({error!r})") from error
-            holding = f"`{expected}`" if expected else "the reference data"
-            return (
-                f'!!! warning "Not loaded for this build"\n    The tasks could not be loaded '
-                f"here ({type(error).__name__}: {cell(shorten(str(error), ERROR_LIMIT))}). Set "
-                f"COLLABZOO_SHARED_DATA to a folder holding {holding}, or build with the "
-                "Hugging Face hub in reach."
-            )
+            return not_loaded(error, expected)
         ids = []
         for index in range(min(3, len(items))):
             _, infos = env.reset(options={"split": split, "task": index})
@@ -500,15 +524,25 @@ def reward_table(turn: Turn) -> str:
 
 def catalogue() -> str:
     """One row per registered env: the table of envs/index.md. An env made with its defaults
-    gives the agents and horizon (some set their roles per instance); making one loads no data.
-    The table sits in a block of its own class, so that extra.css can keep its names unbroken
-    (the theme lets code break anywhere, so a narrow column split a short name mid-word)."""
+    gives the agents and horizon (some set their roles per instance), on the cards' data (a code
+    env reads its tasks when made; without them, outside CI, its row says so). The table sits
+    in a block of its own class, so that extra.css can keep its names unbroken (the theme lets
+    code break anywhere, so a narrow column split a short name mid-word)."""
     rows = []
     for entry in entries():
-        env = entry.load()()
+        env_class = entry.load()
+        link = f"| [{card_title(entry)}]({entry.short_name}.md) | `{entry.short_name}` |"
+        try:
+            env = env_class(**data_kwargs(entry, env_class)[0])
+        except Exception as error:
+            if data_required():
+                raise incomplete_card(entry, f"its env could not be made ({error!r})") from error
+            rows.append(
+                f"{link} its tasks did not load for this build | | | {cell(entry.description)} |"
+            )
+            continue
         rows.append(
-            f"| [{card_title(entry)}]({entry.short_name}.md) | `{entry.short_name}` | "
-            f"{', '.join(f'`{a}`' for a in env.possible_agents)} | {env.horizon} | "
+            f"{link} {', '.join(f'`{a}`' for a in env.possible_agents)} | {env.horizon} | "
             f"{float(env.max_reward)!r} | {cell(entry.description)} |"
         )
     table = (
