@@ -330,3 +330,153 @@ def test_set_values_are_read_as_their_fields_types() -> None:
     ]:
         with pytest.raises(Mismatch):
             read_value(raw, hint)
+
+
+BAD_NUMBERS = [
+    (["train", "magrpo", "--env", "tinycoop", "--threads", "0"], "--threads: must be at least 1"),
+    (
+        ["train", "magrpo", "--env", "tinycoop", "--max-prompt-tokens", "0"],
+        "--max-prompt-tokens: must be at least 1, got 0",
+    ),
+    (
+        ["train", "magrpo", "--env", "tinycoop", "--vllm-gpu-memory-utilization", "1.5"],
+        "--vllm-gpu-memory-utilization: must be a number above 0 and at most 1, got '1.5'",
+    ),
+    (["sft", "data", "--threads", "-2"], "--threads: must be at least 1, got -2"),
+    (["sft", "data", "--max-prompt-tokens", "-1"], "--max-prompt-tokens: must be at least 1"),
+    (["bench", "--rounds", "0"], "--rounds: must be at least 1, got 0"),
+    (["bench", "--episodes", "-3"], "--episodes: must be at least 1, got -3"),
+    (["bench", "--seed", "-1"], "--seed: must be at least 0, got -1"),
+    (["bench", "--max-new-tokens", "0"], "--max-new-tokens: must be at least 1, got 0"),
+    (["bench", "--temperature", "0"], "--temperature: must be a number above 0, got '0'"),
+    (["bench", "--temperature", "hot"], "--temperature: expected a number, got 'hot'"),
+    (["bench", "--top-p", "1.5"], "--top-p: must be a number above 0 and at most 1, got '1.5'"),
+    (["bench", "--top-k", "-1"], "--top-k: must be at least 0, got -1"),
+    (["bench", "--threads", "0"], "--threads: must be at least 1, got 0"),
+    (["bench", "--episodes-at-once", "0"], "--episodes-at-once: must be at least 1, got 0"),
+    (["bench", "--max-prompt-tokens", "0"], "--max-prompt-tokens: must be at least 1, got 0"),
+    (["bench", "--concurrency", "0"], "--concurrency: must be at least 1, got 0"),
+    (["bench", "--timeout", "-1"], "--timeout: must be a number above 0, got '-1'"),
+    (["bench", "--retries", "-1"], "--retries: must be at least 0, got -1"),
+    (["bench", "--sandbox-workers", "0"], "--sandbox-workers: must be at least 1, got 0"),
+    (["bench", "--episodes", "2.5"], "--episodes: expected an integer, got '2.5'"),
+    (["export", "tinycoop", "--episodes", "0"], "--episodes: must be at least 1, got 0"),
+    (["export", "tinycoop", "--seed", "-4"], "--seed: must be at least 0, got -4"),
+    (["export", "tinycoop", "--max-new-tokens", "0"], "--max-new-tokens: must be at least 1"),
+    (["export", "tinycoop", "--temperature", "-1"], "--temperature: must be a number above 0"),
+    (["rescore", "results.json", "--show", "-1"], "--show: must be at least 0, got -1"),
+    (["demo", "--episodes-per-task", "0"], "--episodes-per-task: must be at least 1, got 0"),
+    (["play", "strbuild", "--seed", "-1"], "--seed: must be at least 0, got -1"),
+    (["serve", "tinycoop", "--port", "70000"], "--port: must be an integer from 0 to 65535"),
+    (["serve", "tinycoop", "--max-sessions", "0"], "--max-sessions: must be at least 1, got 0"),
+    (["serve", "tinycoop", "--session-timeout", "-1"], "--session-timeout: must be a number at"),
+]
+"""Every numeric flag of every command, out of its range (or not a number of its kind)."""
+
+
+def _with_output(argv: list[str], tmp_path) -> list[str]:
+    """`argv` with the options its command requires, writing under tmp_path."""
+    out = str(tmp_path / "out")
+    extra = {
+        "train": ["--output", out],
+        "sft": ["--output", out],
+        "bench": ["--env", "tinycoop", "--team", "scripted:oracle", "--output", out],
+        "export": ["--team", "scripted:oracle", "-o", out],
+    }
+    return [*argv, *extra.get(argv[0], [])]
+
+
+@pytest.mark.parametrize(("argv", "fragment"), BAD_NUMBERS, ids=lambda v: " ".join(v))
+def test_an_out_of_range_flag_is_refused_while_parsing(
+    argv: list[str], fragment: str, tmp_path, capsys
+) -> None:
+    line = usage_error(capsys, _with_output(argv, tmp_path))
+    assert line.startswith(f"collabzoo: error: argument {fragment}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_negative_updates_train_nothing_and_save_nothing(tmp_path, capsys) -> None:
+    """`--updates -5` used to exit 0 with a NaN return and a saved model."""
+    out = tmp_path / "run"
+    line = usage_error(capsys, [*TRAIN, "--output", str(out), "--updates", "-5"])
+    assert line == "collabzoo: error: argument --updates: must be at least 1, got -5"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([*TRAIN, "--set", "max_new_tokens=0"], "max_new_tokens must be at least 1, got 0"),
+        ([*TRAIN, "--set", "temperature=-1"], "temperature must be a positive number, got -1.0"),
+        ([*TRAIN, "--set", "top_p=1.5"], "top_p must be in (0, 1], got 1.5"),
+        ([*TRAIN, "--set", "num_generations=0"], "num_generations must be at least 1, got 0"),
+        ([*TRAIN, "--set", "rollout_buffer_size=0"], "rollout_buffer_size must be at least 1"),
+        ([*TRAIN, "--set", "seed=-1"], "seed must be at least 0, got -1"),
+        ([*TRAIN, "--set", "discount=1.5"], "discount must be in [0, 1], got 1.5"),
+        ([*TRAIN, "--set", "num_turns=0"], "num_turns must be at least 1 or None, got 0"),
+        ([*TRAIN, "--set", "logprob_batch_size=0"], "logprob_batch_size must be at least 1"),
+        ([*TRAIN, "--set", "generation_batch_size=0"], "generation_batch_size must be at least 1"),
+        ([*TRAIN, "--set", "env_workers=0"], "env_workers must be at least 1, got 0"),
+        ([*TRAIN, "--set", "save_total_limit=0"], "save_total_limit must be at least 1, got 0"),
+        ([*TRAIN, "--set", "eval_num_samples=0"], "eval_num_samples must be at least 1, got 0"),
+        ([*TRAIN, "--set", "agent_learning_rate=-1e-3"], "agent_learning_rate must be positive"),
+        ([*TRAIN, "--set", "joint_mode=all"], "joint_mode must be one of ('aligned', 'cross')"),
+        (
+            ["train", "ippo", "--env", "tinycoop", "--set", "mini_batch_size=0"],
+            "mini_batch_size must be at least 1 or None, got 0",
+        ),
+        (
+            ["train", "ippo", "--env", "tinycoop", "--set", "critic_learning_rate=0"],
+            "critic_learning_rate must be positive, got 0.0",
+        ),
+        (
+            ["train", "iac", "--env", "tinycoop", "--set", "ac_epochs=0"],
+            "ac_epochs must be at least 1, got 0",
+        ),
+        (["sft", "no-dataset", "--set", "max_steps=0"], "max_steps must be at least 1 or None"),
+        (
+            ["sft", "no-dataset", "--set", "per_device_train_batch_size=0"],
+            "per_device_train_batch_size must be at least 1, got 0",
+        ),
+        (["sft", "no-dataset", "--set", "seed=-2"], "seed must be at least 0, got -2"),
+        (["sft", "no-dataset", "--set", "adam_beta1=1"], "adam_beta1 must be in [0, 1), got 1.0"),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else "",
+)
+def test_an_out_of_range_set_field_is_one_usage_line(
+    argv: list[str], message: str, tmp_path, capsys
+) -> None:
+    """The configs' own checks refuse the value, and the command says so before any model (or
+    the dataset) loads."""
+    require_module("torch", "train")
+    line = usage_error(capsys, [*argv, "--output", str(tmp_path / "run")])
+    assert line.startswith(f"collabzoo: error: {message}")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("max_updates", -1, "max_updates must be at least 0, got -1"),
+        ("num_generations", 0, "num_generations must be at least 1"),
+        ("max_new_tokens", 0, "max_new_tokens must be at least 1"),
+        ("adam_beta2", 1.0, r"adam_beta2 must be in \[0, 1\)"),
+        ("adam_epsilon", 0.0, "adam_epsilon must be positive"),
+        ("max_grad_norm", -1.0, "max_grad_norm must be positive"),
+        ("vllm_gpu_memory_utilization", 0.0, r"vllm_gpu_memory_utilization must be in \(0, 1\]"),
+        ("vllm_importance_sampling_cap", math.nan, "vllm_importance_sampling_cap must be positive"),
+        ("save_steps", -1, "save_steps must be at least 0"),
+        ("weight_decay", -0.1, "weight_decay must be at least 0"),
+    ],
+)
+def test_every_learner_config_refuses_out_of_range_fields(
+    field: str, value: float, message: str
+) -> None:
+    require_module("torch", "train")
+    from collabzoo.algos import LEARNERS
+
+    for config, _ in LEARNERS.values():
+        with pytest.raises(ValueError, match=message):
+            config(**{field: value})
+        with pytest.raises(TypeError, match=f"{field} must be a number"):
+            config(**{field: "3"})

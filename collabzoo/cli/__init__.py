@@ -29,7 +29,7 @@ import sys
 
 from collabzoo import __version__
 from collabzoo.cli import bench, demo, model, play, plot, sandbox, serve, sft, train
-from collabzoo.cli.usage import PROG, UsageError, report_error
+from collabzoo.cli.usage import PROG, CommandParser, UsageError, report_error
 
 COMMAND_GROUPS = (play, demo, train, sft, sandbox, model, serve, plot, bench)
 """Registered in this order, which `collabzoo --help` lists; the bench family (bench,
@@ -38,7 +38,7 @@ leaderboard, rescore, export) comes last."""
 
 def build_parser() -> argparse.ArgumentParser:
     """The `collabzoo` parser; each subcommand sets its `handler`."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog=PROG,
         description="Multi-agent LLM collaboration tasks as PettingZoo environments.",
     )

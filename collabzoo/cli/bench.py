@@ -56,8 +56,12 @@ from collabzoo.cli.options import (
     add_env_arg,
     add_max_prompt_tokens,
     json_object_option,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    probability,
 )
-from collabzoo.cli.usage import UsageError
+from collabzoo.cli.usage import CommandParser, UsageError
 from collabzoo.envs import entries, resolve
 
 EMBEDDED: dict[str, dict[str, Any]] = {
@@ -190,12 +194,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except TeamError as error:
         raise UsageError(str(error)) from None
     protocols = _protocols(args.protocol)
-    if args.episodes is not None and args.episodes < 1:
-        raise UsageError(f"--episodes must be at least 1, got {args.episodes}")
-    if args.episodes_at_once < 1:
-        raise UsageError(f"--episodes-at-once must be at least 1, got {args.episodes_at_once}")
-    if args.rounds < 1:
-        raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
     if args.resume and args.overwrite:
         raise UsageError("--resume and --overwrite exclude each other")
     scoped = _scoped(args.env_arg, "--env-arg", env_names)
@@ -445,7 +443,7 @@ def _bench_arguments(args: argparse.Namespace, env: str, results: Path) -> argpa
         argv.append("--greedy")
     if args.no_progress:
         argv.append("--no-progress")
-    parser = argparse.ArgumentParser(prog="collabzoo")
+    parser = CommandParser(prog="collabzoo")
     add_commands(parser.add_subparsers())
     bench_args = parser.parse_args(argv)
     bench_args.argv = argv
@@ -490,12 +488,15 @@ def add_commands(commands: Any) -> None:
     )
     bench.add_argument(
         "--rounds",
-        type=int,
+        type=positive_int,
         default=DEFAULT_ROUNDS,
         help=f"discussion: draft rounds before the answer ({DEFAULT_ROUNDS})",
     )
     bench.add_argument(
-        "--episodes", type=int, default=None, help="episodes per run (default: each task once)"
+        "--episodes",
+        type=positive_int,
+        default=None,
+        help="episodes per run (default: each task once)",
     )
     bench.add_argument(
         "--split",
@@ -505,7 +506,10 @@ def add_commands(commands: Any) -> None:
         "in the dataset's order",
     )
     bench.add_argument(
-        "--seed", type=int, default=0, help="episode k resets with seed SEED+k (%(default)s)"
+        "--seed",
+        type=nonnegative_int,
+        default=0,
+        help="episode k resets with seed SEED+k (%(default)s)",
     )
     bench.add_argument(
         "--output", default=DEFAULT_OUTPUT, help=f"results folder ({DEFAULT_OUTPUT})"
@@ -521,12 +525,12 @@ def add_commands(commands: Any) -> None:
     )
     add_env_arg(bench, scoped=True)
     sampling = bench.add_argument_group("sampling (reference defaults)")
-    sampling.add_argument("--max-new-tokens", type=int, default=Sampling.max_new_tokens)
-    sampling.add_argument("--temperature", type=float, default=Sampling.temperature)
-    sampling.add_argument("--top-p", type=float, default=Sampling.top_p)
+    sampling.add_argument("--max-new-tokens", type=positive_int, default=Sampling.max_new_tokens)
+    sampling.add_argument("--temperature", type=positive_float, default=Sampling.temperature)
+    sampling.add_argument("--top-p", type=probability, default=Sampling.top_p)
     sampling.add_argument(
         "--top-k",
-        type=int,
+        type=nonnegative_int,
         default=None,
         help=f"0: off (default: {REFERENCE_TOP_K}, and off for openai teams)",
     )
@@ -535,7 +539,7 @@ def add_commands(commands: Any) -> None:
     add_device_options(hf, device=ModelOptions.device, dtype=ModelOptions.dtype)
     hf.add_argument(
         "--episodes-at-once",
-        type=int,
+        type=positive_int,
         default=ModelOptions.episodes_at_once,
         metavar="N",
         help="hf, vllm: episodes played at once, their prompts of a turn in one batched "
@@ -558,12 +562,14 @@ def add_commands(commands: Any) -> None:
     endpoint = bench.add_argument_group("openai: teams")
     endpoint.add_argument(
         "--concurrency",
-        type=int,
+        type=positive_int,
         default=ModelOptions.concurrency,
         help="requests in flight per endpoint, and episodes played at once",
     )
-    endpoint.add_argument("--timeout", type=float, default=ModelOptions.timeout, help="s/request")
-    endpoint.add_argument("--retries", type=int, default=ModelOptions.retries)
+    endpoint.add_argument(
+        "--timeout", type=positive_float, default=ModelOptions.timeout, help="s/request"
+    )
+    endpoint.add_argument("--retries", type=nonnegative_int, default=ModelOptions.retries)
     endpoint.add_argument(
         "--api-key-env",
         default=ModelOptions.api_key_env,
@@ -571,7 +577,9 @@ def add_commands(commands: Any) -> None:
     )
     code = bench.add_argument_group("code tasks")
     code.add_argument("--sandbox", choices=("auto", "docker", "process"), default="auto")
-    code.add_argument("--sandbox-workers", type=int, default=None, help="(default: CPU count)")
+    code.add_argument(
+        "--sandbox-workers", type=positive_int, default=None, help="(default: CPU count)"
+    )
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.set_defaults(handler=cmd_bench)
 
@@ -598,7 +606,10 @@ def add_commands(commands: Any) -> None:
     )
     again.add_argument("files", nargs="+", metavar="FILE", help="results files")
     again.add_argument(
-        "--show", type=int, default=20, help="differences to print per file (%(default)s)"
+        "--show",
+        type=nonnegative_int,
+        default=20,
+        help="differences to print per file (%(default)s)",
     )
     again.set_defaults(handler=cmd_rescore)
 
@@ -620,12 +631,16 @@ def add_commands(commands: Any) -> None:
     )
     export.add_argument("-o", "--output", required=True, help="dataset folder")
     _add_team_specs(export, required=False)
-    export.add_argument("--episodes", type=int, default=None, help="(default: each task once)")
+    export.add_argument(
+        "--episodes", type=positive_int, default=None, help="(default: each task once)"
+    )
     export.add_argument("--split", choices=BENCH_SPLITS, default="train", help="(train)")
-    export.add_argument("--seed", type=int, default=None, help="episode k: seed SEED+k (0)")
+    export.add_argument(
+        "--seed", type=nonnegative_int, default=None, help="episode k: seed SEED+k (0)"
+    )
     add_env_arg(export, scoped=True)
-    export.add_argument("--max-new-tokens", type=int, default=None, help="as for bench")
-    export.add_argument("--temperature", type=float, default=None, help="as for bench")
+    export.add_argument("--max-new-tokens", type=positive_int, default=None, help="as for bench")
+    export.add_argument("--temperature", type=positive_float, default=None, help="as for bench")
     export.add_argument("--greedy", action="store_true", help="as for bench")
     add_device_options(export, device=None, dtype=None, threads=False)
     export.add_argument(

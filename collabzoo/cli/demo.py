@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from collabzoo.cli.options import positive_int
 from collabzoo.cli.tables import fmt, table
 from collabzoo.cli.usage import UsageError, checked
 from collabzoo.envs import make, resolve
@@ -59,8 +60,6 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    if args.episodes_per_task < 1:
-        raise UsageError(f"--episodes-per-task must be at least 1, got {args.episodes_per_task}")
     names = [n.strip() for n in args.envs.split(",") if n.strip()]
     if not names:
         raise UsageError("--envs needs at least one env name, e.g. strbuild,housebuild")
@@ -166,7 +165,7 @@ def add_commands(commands: Any) -> None:
     )
     demo.add_argument(
         "--episodes-per-task",
-        type=int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="episodes per task (%(default)s)",

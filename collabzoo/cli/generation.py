@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from collabzoo.cli.config_defaults import DefaultHelp, learners_default
-from collabzoo.cli.options import json_object_option
+from collabzoo.cli.options import json_object_option, probability
 from collabzoo.cli.usage import UsageError
 
 
@@ -23,7 +23,7 @@ def add_generation(parser: argparse.ArgumentParser) -> None:
     )
     generation.add_argument(
         "--vllm-gpu-memory-utilization",
-        type=float,
+        type=probability,
         default=None,
         metavar="F",
         help=DefaultHelp(

@@ -4,13 +4,15 @@
 `--set` (train, sft; its values are read by `config_values`), `--max-prompt-tokens` (train,
 sft, bench) and the placement options (`--device`, `--dtype`, `--threads`; train and sft add
 per-agent devices and gradient checkpointing) read the same and say the same wherever they
-appear.
+appear. The numeric options' `type=` functions (`positive_int`, ...) refuse a number out of its
+range while the arguments are parsed, before any command starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +27,57 @@ THREADS_HELP = (
     "free, at least 1: on a busy machine, threads beyond the free cores slow generation many "
     "times over)"
 )
+
+
+def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse `type=` reading an integer from `low` to `high` (no bound when None)."""
+    expected = f"an integer from {low} to {high}" if high is not None else f"at least {low}"
+
+    def read(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {value}")
+        return value
+
+    return read
+
+
+def bounded_float(
+    low: float, high: float | None = None, *, low_open: bool = False
+) -> Callable[[str], float]:
+    """An argparse `type=` reading a finite number above `low` (`low_open`) or from it, and up
+    to `high` (no upper bound when None)."""
+    floor = f"above {low:g}" if low_open else f"at least {low:g}"
+    expected = floor if high is None else f"{floor} and at most {high:g}"
+
+    def read(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        above = value > low if low_open else value >= low
+        if not (math.isfinite(value) and above and (high is None or value <= high)):
+            raise argparse.ArgumentTypeError(f"must be a number {expected}, got {text!r}")
+        return value
+
+    return read
+
+
+positive_int = bounded_int(1)
+"""Counts of things that must exist: episodes, rounds, threads, workers, tokens."""
+nonnegative_int = bounded_int(0)
+"""Seeds, retries, and counts where 0 means none."""
+port_number = bounded_int(0, 65535)
+"""A TCP port; 0: any free one."""
+positive_float = bounded_float(0.0, low_open=True)
+"""Temperatures and time limits."""
+nonnegative_float = bounded_float(0.0)
+"""Time limits where 0 means none."""
+probability = bounded_float(0.0, 1.0, low_open=True)
+"""top-p, shares of a GPU's memory: in (0, 1]."""
 
 
 def add_env_arg(parser: argparse.ArgumentParser, *, scoped: bool = False) -> None:
@@ -79,7 +132,7 @@ def add_max_prompt_tokens(parser: Any, default: int | None = None) -> None:
     text = "prompt budget of every policy (%(default)s); longer prompts keep their end"
     parser.add_argument(
         "--max-prompt-tokens",
-        type=int,
+        type=positive_int,
         default=default,
         metavar="N",
         help=text
@@ -107,7 +160,9 @@ def add_device_options(
     parser.add_argument("--device", default=device, help=device_help)
     parser.add_argument("--dtype", default=dtype, help=dtype_help)
     if threads:
-        parser.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
+        parser.add_argument(
+            "--threads", type=positive_int, default=None, metavar="N", help=THREADS_HELP
+        )
 
 
 def add_placement(parser: argparse.ArgumentParser, *, critics: bool = True) -> None:
@@ -132,7 +187,9 @@ def add_placement(parser: argparse.ArgumentParser, *, critics: bool = True) -> N
         action="store_true",
         help="recompute activations in backward: less memory, about a third more compute",
     )
-    parser.add_argument("--threads", type=int, default=None, metavar="N", help=THREADS_HELP)
+    parser.add_argument(
+        "--threads", type=positive_int, default=None, metavar="N", help=THREADS_HELP
+    )
 
 
 def placement_settings(args: argparse.Namespace, fields: Mapping[str, Any]) -> dict[str, Any]:

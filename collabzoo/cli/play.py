@@ -9,13 +9,13 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from collabzoo.cli.options import add_env_arg, key_values
+from collabzoo.cli.options import add_env_arg, key_values, nonnegative_int
 from collabzoo.cli.tables import fmt, table
 from collabzoo.cli.turns import newest, print_step, read_answer
 from collabzoo.cli.usage import UsageError, checked
 from collabzoo.envs import entries, make, resolve
 from collabzoo.envs.records import SPLITS
-from collabzoo.envs.scripted_teams import CODE_GAMES, TEAMS, scripted_team
+from collabzoo.envs.scripted_teams import TEAMS, scripted_team
 
 TEAM_KINDS = tuple(TEAMS)
 
@@ -49,15 +49,11 @@ def cmd_play(args: argparse.Namespace) -> int:
     if "render_mode" in kwargs:
         raise UsageError("render_mode is set by 'collabzoo play' (ansi); drop that --env-arg")
     partner: Callable[[Mapping[str, str]], dict[str, str]] | None = None
-    # a code task's oracle answers from the env's reference solutions: made with the env
-    code_oracle = args.partner == "oracle" and entry.short_name in CODE_GAMES
-    if args.partner is not None and not code_oracle:
+    if args.partner is not None:
         partner = checked(scripted_team, entry.short_name, args.partner)
-    elif args.partner is None and args.seat is not None:
+    elif args.seat is not None:
         raise UsageError("--seat picks your agent when a --partner plays the others; add --partner")
     env = checked(make, entry.id, render_mode="ansi", **kwargs)
-    if code_oracle:
-        partner = checked(scripted_team, entry.short_name, args.partner, env)
     if partner is not None and getattr(env, "memory", "full") != "full":
         raise UsageError(
             f"the scripted {args.partner} partner reads its role prompt from the history: "
@@ -136,7 +132,9 @@ def add_commands(commands: Any) -> None:
         "prompt and type its answer (finish with an empty line or a line END).",
     )
     play.add_argument("env", metavar="ENV", help="env name or id, e.g. strbuild")
-    play.add_argument("--seed", type=int, default=None, help="reset seed (default: random)")
+    play.add_argument(
+        "--seed", type=nonnegative_int, default=None, help="reset seed (default: random)"
+    )
     play.add_argument(
         "--task", default=None, help="task id or index in the split (default: drawn by the seed)"
     )

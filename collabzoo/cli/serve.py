@@ -6,7 +6,13 @@ import argparse
 import sys
 from typing import Any
 
-from collabzoo.cli.options import add_env_arg, key_values
+from collabzoo.cli.options import (
+    add_env_arg,
+    key_values,
+    nonnegative_float,
+    port_number,
+    positive_int,
+)
 from collabzoo.cli.usage import UsageError, checked
 
 
@@ -17,10 +23,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError(
             f'collabzoo serve needs openenv-core ({error}); pip install "collabzoo[interop]"'
         ) from None
-    if not 0 <= args.port < 65536:
-        raise UsageError(f"--port must be 0..65535, got {args.port}")
-    if args.max_sessions < 1:
-        raise UsageError(f"--max-sessions must be at least 1, got {args.max_sessions}")
     app = checked(
         make_app,
         args.env,
@@ -49,14 +51,14 @@ def add_commands(commands: Any) -> None:
     )
     serving.add_argument("env", metavar="ENV", help="env name or id, e.g. coophumaneval")
     serving.add_argument("--host", default="127.0.0.1", help="address to bind (%(default)s)")
-    serving.add_argument("--port", type=int, default=8000, help="port (%(default)s)")
+    serving.add_argument("--port", type=port_number, default=8000, help="port (%(default)s)")
     add_env_arg(serving)
     serving.add_argument(
-        "--max-sessions", type=int, default=256, help="concurrent sessions (%(default)s)"
+        "--max-sessions", type=positive_int, default=256, help="concurrent sessions (%(default)s)"
     )
     serving.add_argument(
         "--session-timeout",
-        type=float,
+        type=nonnegative_float,
         default=900.0,
         help="seconds before an idle session is dropped (%(default)g; 0: never)",
     )

@@ -18,6 +18,7 @@ from collabzoo.cli.options import (
     add_team_layout,
     key_values,
     placement_settings,
+    positive_int,
 )
 from collabzoo.cli.tables import fmt
 from collabzoo.cli.team import SMALL, TINY, check_model_option, team_models
@@ -133,7 +134,7 @@ def add_commands(commands: Any) -> None:
     train.add_argument("--output", required=True, help="run directory")
     train.add_argument(
         "--updates",
-        type=int,
+        type=positive_int,
         default=None,
         help=DefaultHelp("optimizer updates (%(config_default)s)", learners_default("max_updates")),
     )

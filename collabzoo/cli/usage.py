@@ -3,9 +3,10 @@ line on stderr and exit status 2, never a traceback."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from collabzoo.envs.hub import DatasetUnavailable
 
@@ -14,6 +15,18 @@ PROG = "collabzoo"
 
 class UsageError(Exception):
     """A mistake on the command line: reported as one 'collabzoo: error:' line, exit 2."""
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse's parser, except that a mistake in one argument's value (a number out of its
+    range, not a number, not one of the choices) is reported as every usage error is, one
+    'collabzoo: error: argument --flag: ...' line: the usage block would say nothing about it.
+    Mistakes in the command line's shape (a missing or unknown argument) keep the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("argument "):
+            self.exit(2, f"{PROG}: error: {message}\n")
+        super().error(message)
 
 
 def report_error(message: str) -> int:

@@ -45,7 +45,13 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.learners.config import ActorCriticRule, LearnerConfig, update_group
+from collabzoo.algos.learners.config import (
+    ActorCriticRule,
+    LearnerConfig,
+    require_at_least,
+    require_positive,
+    update_group,
+)
 from collabzoo.algos.learners.critic_batches import CriticBatches, CriticSample, Sample
 from collabzoo.algos.learners.learner import Learner
 from collabzoo.algos.learners.stats import DriftLog
@@ -97,8 +103,11 @@ class ActorCriticConfig(LearnerConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.mini_batch_size is not None and self.mini_batch_size < 1:
-            raise ValueError(f"mini_batch_size must be at least 1, got {self.mini_batch_size}")
+        require_positive(self, "actor_learning_rate", "critic_learning_rate")
+        require_positive(self, "value_clip_range", optional=True)
+        require_at_least(self, 0, "value_loss_coef", "entropy_coef")
+        hidden = ("mini_batch_size", "value_head_hidden_dim", "critic_value_head_hidden_dim")
+        require_at_least(self, 1, *hidden, optional=True)
 
     def rule(self) -> ActorCriticRule:
         """What this learner's update does differently (see `ActorCriticRule`)."""

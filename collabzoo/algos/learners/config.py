@@ -4,6 +4,7 @@ read, validated and documented without the machinery that runs it."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,46 @@ from collabzoo.algos.runtime.update_groups import UpdateGroup
 
 GENERATION_BACKENDS = ("hf", "hf-compiled", "vllm")
 ENV_EXECUTORS = ("threads", "ray")
+
+
+def _number(config: Any, name: str, optional: bool) -> float | None:
+    """The field's value, refused unless it is a number (or None, when `optional`)."""
+    value = getattr(config, name)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number{' or None' if optional else ''}, got {value!r}")
+    return value
+
+
+def require_at_least(config: Any, low: float, *names: str, optional: bool = False) -> None:
+    """Refuse any of the fields `names` under `low` (None too, unless `optional`)."""
+    for name in names:
+        value = _number(config, name, optional)
+        if value is not None and not value >= low:  # NaN is refused too
+            also = " or None" if optional else ""
+            raise ValueError(f"{name} must be at least {low}{also}, got {value!r}")
+
+
+def require_positive(config: Any, *names: str, optional: bool = False) -> None:
+    """Refuse any of the fields `names` that is not above 0 (None too, unless `optional`)."""
+    for name in names:
+        value = _number(config, name, optional)
+        if value is not None and not value > 0:
+            also = " or None" if optional else ""
+            raise ValueError(f"{name} must be positive{also}, got {value!r}")
+
+
+def require_within(
+    config: Any, name: str, low: float, high: float, *, low_open: bool, high_open: bool
+) -> None:
+    """Refuse the field `name` outside the interval from `low` to `high` (open ends as said)."""
+    value = _number(config, name, False)
+    above = value > low if low_open else value >= low
+    below = value < high if high_open else value <= high
+    if not (above and below and math.isfinite(value)):
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        raise ValueError(f"{name} must be in {interval}, got {value!r}")
 
 
 @dataclass
@@ -151,10 +192,32 @@ class LearnerConfig:
                 "(lower the temperature for less random rollouts) and evaluate greedily with "
                 "`collabzoo bench --greedy` if needed"
             )
-        if self.num_generations < 1:
-            raise ValueError(f"num_generations must be at least 1, got {self.num_generations}")
-        if self.rollout_shards < 1:
-            raise ValueError(f"rollout_shards must be at least 1, got {self.rollout_shards}")
+        zero_or_more = ("seed", "max_updates", "save_steps", "eval_interval", "weight_decay")
+        require_at_least(self, 0, *zero_or_more)  # max_updates=0: built only, to save or eval
+        require_at_least(
+            self,
+            1,
+            "rollout_buffer_size",
+            "num_generations",
+            "rollout_shards",
+            "logprob_batch_size",
+            "env_workers",
+            "logging_steps",
+            "save_total_limit",
+            "eval_num_samples",
+        )
+        require_at_least(self, 1, "num_turns", "generation_batch_size", optional=True)
+        require_positive(self, "adam_epsilon", "max_grad_norm", "reward_norm_eps")
+        require_within(self, "discount", 0.0, 1.0, low_open=False, high_open=False)
+        for beta in ("adam_beta1", "adam_beta2"):
+            require_within(self, beta, 0.0, 1.0, low_open=False, high_open=True)
+        require_within(
+            self, "vllm_gpu_memory_utilization", 0.0, 1.0, low_open=True, high_open=False
+        )
+        require_positive(self, "vllm_importance_sampling_cap", optional=True)
+        for name in ("max_new_tokens", "temperature", "top_p", "top_k"):
+            _number(self, name, optional=name == "top_k")
+        self.sampling()  # whose own checks refuse the values it cannot sample with
         if self.env_executor not in ENV_EXECUTORS:
             raise ValueError(
                 f"env_executor must be one of {ENV_EXECUTORS}, got {self.env_executor!r}"
@@ -164,9 +227,6 @@ class LearnerConfig:
                 f"generation_backend must be one of {GENERATION_BACKENDS}, "
                 f"got {self.generation_backend!r}"
             )
-        cap = self.vllm_importance_sampling_cap
-        if cap is not None and cap <= 0:
-            raise ValueError(f"vllm_importance_sampling_cap must be positive or None, got {cap}")
 
     def sampling(self) -> Sampling:
         """The sampling distribution of rollouts, which every loss also scores under."""
@@ -217,5 +277,8 @@ __all__ = [
     "GENERATION_BACKENDS",
     "ActorCriticRule",
     "LearnerConfig",
+    "require_at_least",
+    "require_positive",
+    "require_within",
     "update_group",
 ]

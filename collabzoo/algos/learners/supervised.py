@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from collabzoo.algos.learners.config import require_at_least, require_positive, require_within
 from collabzoo.algos.policies.llm import LLMPolicy
 from collabzoo.algos.policies.model_loading import team_policies
 from collabzoo.algos.runtime.placement import place_models
@@ -117,6 +118,10 @@ class SupervisedConfig:
                 f"save_steps and warmup_steps must be 0 or more, got {self.save_steps} and "
                 f"{self.warmup_steps}"
             )
+        require_at_least(self, 0, "seed", "weight_decay")
+        require_positive(self, "adam_epsilon", "max_grad_norm")
+        for beta in ("adam_beta1", "adam_beta2"):
+            require_within(self, beta, 0.0, 1.0, low_open=False, high_open=True)
         if self.lr_scheduler_type not in LR_SCHEDULES:
             raise ValueError(
                 f"lr_scheduler_type must be one of {LR_SCHEDULES}, got {self.lr_scheduler_type!r}"

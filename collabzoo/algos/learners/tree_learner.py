@@ -24,7 +24,12 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.learners.config import LearnerConfig, update_group
+from collabzoo.algos.learners.config import (
+    LearnerConfig,
+    require_at_least,
+    require_positive,
+    update_group,
+)
 from collabzoo.algos.learners.learner import Learner
 from collabzoo.algos.learners.stats import DriftLog
 from collabzoo.algos.objectives import (
@@ -35,7 +40,7 @@ from collabzoo.algos.objectives import (
     truncated_importance_weights,
 )
 from collabzoo.algos.policies.policy import Policy
-from collabzoo.algos.rollout.tree import Node, expanded_nodes
+from collabzoo.algos.rollout.tree import JOINT_MODES, Node, expanded_nodes
 from collabzoo.algos.runtime.placement import model_device
 
 
@@ -71,6 +76,10 @@ class TreeLearnerConfig(LearnerConfig):
 
     def validate(self) -> None:
         super().validate()
+        if self.joint_mode not in JOINT_MODES:
+            raise ValueError(f"joint_mode must be one of {JOINT_MODES}, got {self.joint_mode!r}")
+        require_positive(self, "agent_learning_rate")
+        require_at_least(self, 0, "reference_kl_coef")
         if self.advantage_mode not in BASELINES:
             raise ValueError(
                 f"advantage_mode must be one of {BASELINES}, got {self.advantage_mode!r}"
