@@ -480,3 +480,39 @@ def test_every_learner_config_refuses_out_of_range_fields(
             config(**{field: value})
         with pytest.raises(TypeError, match=f"{field} must be a number"):
             config(**{field: "3"})
+
+
+# ----- the layering: the CLI imports the bench, never the other way round ----------------------
+def test_the_bench_imports_nothing_of_the_cli() -> None:
+    """The bench's commands live in collabzoo.cli.bench; collabzoo.bench is the logic alone."""
+    code = """
+import importlib, pkgutil, sys
+import collabzoo.bench as bench
+for found in pkgutil.iter_modules(bench.__path__):
+    importlib.import_module(f"collabzoo.bench.{found.name}")
+print(sorted(name for name in sys.modules if name.startswith("collabzoo.cli")))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert importlib.util.find_spec("collabzoo.bench.command") is None
+    from collabzoo.cli import COMMAND_GROUPS, bench
+
+    assert bench in COMMAND_GROUPS
+
+
+def test_no_import_cycle_between_the_package_parts() -> None:
+    """What the acyclic_siblings contracts of pyproject.toml check, type-checking imports
+    included: no two parts of collabzoo (nor of collabzoo.algos, at any depth) import each
+    other, however indirectly."""
+    import grimp
+
+    graph = grimp.build_graph("collabzoo", cache_dir=None)
+    packages = ["collabzoo", "collabzoo.algos"]
+    packages += sorted(
+        m for m in graph.find_descendants("collabzoo.algos") if graph.find_children(m)
+    )
+    for package in packages:
+        assert graph.nominate_cycle_breakers(package) == set(), package
