@@ -200,8 +200,8 @@ def parse_team(spec: str) -> TeamSpec:
             except TeamError as error:
                 raise TeamError(f"team {spec!r}: {error}") from None
         if kind in LOCAL_KINDS:  # a mistyped name fails now, before any env or model loads
-            try:
-                check_model_name(target, also=("tiny",) if kind == "hf" else ())
+            try:  # "tiny" is hf's; a vllm: team says first whether vLLM is installed
+                check_model_name(target, also=("tiny",))
             except ModelNotFound as error:
                 what = LOCAL_TITLES[kind]
                 raise TeamError(
