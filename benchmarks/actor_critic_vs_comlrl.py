@@ -494,7 +494,10 @@ def actor_critic_table(results: dict[str, Any]) -> str:
 
 
 def headline(results: dict[str, Any]) -> dict[str, Any] | list:
-    """CC's ratio, the pairing with a critic over the joint state, and the others' beside it."""
+    """CC's ratio, the pairing with a critic over the joint state, and the others' beside it; for
+    the pretrained model's file (both scripts' runs), `pretrained_headline`."""
+    if "actor_critic" in results and "magrpo" in results:
+        return pretrained_headline(results)
     rows = results["throughput"]
     if "cc" not in rows:
         return []  # a run without CC has no summary row
