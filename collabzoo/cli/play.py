@@ -15,7 +15,7 @@ from collabzoo.cli.turns import newest, print_step, read_answer
 from collabzoo.cli.usage import UsageError, checked
 from collabzoo.envs import entries, make, resolve
 from collabzoo.envs.records import SPLITS
-from collabzoo.envs.scripted_teams import TEAMS, scripted_team
+from collabzoo.envs.scripted_teams import CODE_GAMES, TEAMS, scripted_team
 
 TEAM_KINDS = tuple(TEAMS)
 
@@ -49,11 +49,15 @@ def cmd_play(args: argparse.Namespace) -> int:
     if "render_mode" in kwargs:
         raise UsageError("render_mode is set by 'collabzoo play' (ansi); drop that --env-arg")
     partner: Callable[[Mapping[str, str]], dict[str, str]] | None = None
-    if args.partner is not None:
+    # a code task's oracle answers from the env's reference solutions: made with the env
+    code_oracle = args.partner == "oracle" and entry.short_name in CODE_GAMES
+    if args.partner is not None and not code_oracle:
         partner = checked(scripted_team, entry.short_name, args.partner)
-    elif args.seat is not None:
+    elif args.partner is None and args.seat is not None:
         raise UsageError("--seat picks your agent when a --partner plays the others; add --partner")
     env = checked(make, entry.id, render_mode="ansi", **kwargs)
+    if code_oracle:
+        partner = checked(scripted_team, entry.short_name, args.partner, env)
     if partner is not None and getattr(env, "memory", "full") != "full":
         raise UsageError(
             f"the scripted {args.partner} partner reads its role prompt from the history: "
