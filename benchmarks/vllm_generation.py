@@ -13,14 +13,23 @@ Runs where vLLM is installed (on a CPU machine: `.ci/vllm-tests` makes such an e
 `.venv-vllm`):
 
     .venv-vllm/bin/python benchmarks/vllm_generation.py --model tiny --rows 32 --new-tokens 64
+
+`--json` alone writes benchmarks/results/vllm_generation.json; `--append` adds the run (one
+model) to the runs already there. `vllm_table` builds the Performance page's table, a row per
+run.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_table import load_results, markdown_table, results_path, write_results
 
 
 def save_model(kind: str, folder: Path) -> None:
@@ -46,6 +55,13 @@ def main() -> None:
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const=str(results_path("vllm_generation")),
+        help="write the run here (alone: benchmarks/results/vllm_generation.json)",
+    )
+    parser.add_argument("--append", action="store_true", help="add the run to the file's runs")
     args = parser.parse_args()
 
     import torch
@@ -83,7 +99,8 @@ def main() -> None:
         started = time.perf_counter()
         settings = {} if torch.cuda.is_available() else cpu_engine_settings(None)
         engine = LLM(model=str(folder), dtype="auto", seed=0, skip_tokenizer_init=True, **settings)
-        print(f"vLLM engine start: {time.perf_counter() - started:.1f} s", flush=True)
+        engine_start = time.perf_counter() - started
+        print(f"vLLM engine start: {engine_start:.1f} s", flush=True)
         params = SamplingParams(
             temperature=0.6, top_p=0.6, top_k=50, max_tokens=args.new_tokens, ignore_eos=True
         )
@@ -99,6 +116,79 @@ def main() -> None:
         for name, seconds in best.items():
             print(f"{name:13} {tokens / seconds:9.1f} tokens/s ({seconds:.2f} s, best round)")
         print(f"vLLM / transformers: {best['transformers'] / best['vllm']:.2f}x")
+    if args.json:
+        run = {
+            "model": args.model,
+            "dtype": str(model.dtype),
+            "rows": args.rows,
+            "prompt_tokens": args.prompt_tokens,
+            "new_tokens": args.new_tokens,
+            "rounds": args.rounds,
+            "engine_start_s": engine_start,
+            "tokens_per_s": {name: tokens / seconds for name, seconds in best.items()},
+            "ratio": best["transformers"] / best["vllm"],
+        }
+        path = Path(args.json)
+        runs = load_results(path)["runs"] if args.append and path.is_file() else []
+        results = {"runs": [*runs, run]}
+        write_results(path, {"headline": headline(results), **results})
+
+
+# ----- the Performance page's table --------------------------------------------------------------
+MODELS = {
+    "tiny": "byte-level, hidden 128, random weights",
+    "qwen2.5-0.5b": "Qwen2.5-0.5B's shape, random weights",
+    "smollm2-135m-instruct": "SmolLM2-135M-Instruct",
+}
+
+
+def ratio(run: dict[str, Any]) -> float:
+    """vLLM over transformers, of the unrounded times (a run's own), else of its rates."""
+    return run.get("ratio", run["tokens_per_s"]["vllm"] / run["tokens_per_s"]["transformers"])
+
+
+def rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.1f}"
+
+
+def vllm_table(results: dict[str, Any]) -> str:
+    """A row per run: the model, the rows, tokens/s of each side (best round), their ratio, and
+    the engine's start."""
+    cells = [
+        [
+            f"{MODELS.get(run['model'], run['model'])}, {run['dtype'].removeprefix('torch.')}",
+            f"{run['rows']} × {run['new_tokens']} after {run['prompt_tokens']}",
+            rate(run["tokens_per_s"]["vllm"]),
+            rate(run["tokens_per_s"]["transformers"]),
+            f"{ratio(run):.2f}×",
+            f"{run['engine_start_s']:.0f} s",
+        ]
+        for run in results["runs"]
+    ]
+    header = [
+        "model",
+        "rows × new tokens after prompt tokens",
+        "vLLM tokens/s",
+        "transformers tokens/s",
+        "vLLM / transformers",
+        "engine start",
+    ]
+    return markdown_table(header, cells, "llrrrr")
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any] | list:
+    """The real model's run where the file has one, else the last run."""
+    runs = results["runs"]
+    run = next((r for r in runs if r["model"] == "smollm2-135m-instruct"), runs[-1])
+    ours, theirs = run["tokens_per_s"]["vllm"], run["tokens_per_s"]["transformers"]
+    model = MODELS.get(run["model"], run["model"])
+    return {
+        "benchmark": "vLLM's CPU engine against transformers",
+        "figure": f"{rate(ours)} tokens/s against {rate(theirs)} ({model}, "
+        f"{run['rows']} rows), after {run['engine_start_s']:.0f} s to start the engine",
+        "ratio": round(ratio(run), 2),
+        "section": "Generation",
+    }
 
 
 if __name__ == "__main__":
