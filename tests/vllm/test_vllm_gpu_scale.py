@@ -37,7 +37,7 @@ def test_gpu_scale_trains_with_vllm_generation(tmp_path, monkeypatch) -> None:
             *("--json", str(out)),
         ]
     )
-    runs = json.loads(out.read_text())
+    runs = json.loads(out.read_text())["runs"]
     assert status == 0, [r.get("error") for r in runs]
     assert [(r["team"], r["generation"]) for r in runs] == [
         ("separate", "vllm"),
