@@ -22,9 +22,10 @@ from provenance import provenance
 RESULTS = Path(__file__).resolve().parent / "results"
 """Where the published results files live, one per benchmark table (or group of tables)."""
 
-HEADLINE_KEYS = ("figure", "ratio", "section")
-"""What every results file's `headline` holds: the figure in words, the ratio it is about (a
-number, or None where the benchmark has none), and the Performance page's section heading."""
+HEADLINE_KEYS = ("benchmark", "figure", "ratio", "section")
+"""What each row of a results file's `headline` holds: the benchmark's name in the summary, the
+figure in words, the ratio it is about (a number, or None where the benchmark has none), and the
+Performance page's section heading it links to."""
 
 
 def results_path(name: str) -> Path:

@@ -44,7 +44,7 @@ def headline_problems(record: dict[str, Any]) -> list[str]:
     """What a results file's `headline` lacks; empty when it is complete (or absent)."""
     problems = []
     for row in headlines(record):
-        missing = [key for key in ("benchmark", *HEADLINE_KEYS) if key not in row]
+        missing = [key for key in HEADLINE_KEYS if key not in row]
         if missing:
             problems.append(f"headline {row.get('benchmark', row)!r} lacks {', '.join(missing)}")
         ratio = row.get("ratio")
