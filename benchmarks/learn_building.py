@@ -53,6 +53,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from provenance import provenance
+
 LEARNERS = ("mareinforce", "magrpo", "iac", "ippo", "cc")
 LABELS = {
     "warm": "warm start",
@@ -261,10 +263,10 @@ def evaluate_team(
 
 def saved_evaluation(
     path: Path, task: Task, recipe: Recipe, kwargs: dict[str, Any], policies: dict[str, Any]
-) -> dict[str, float]:
-    """`evaluate_team`'s result, written to `path` as soon as it exists and read back on a rerun
-    with the same task, model, device (`keyed_device`) and evaluation settings (the raw model's
-    evaluation, which does not depend on the warm start's)."""
+) -> tuple[dict[str, float], float | None]:
+    """`evaluate_team`'s result and the minutes it took, written to `path` as soon as it exists
+    and read back on a rerun with the same task, model, device (`keyed_device`) and evaluation
+    settings (the raw model's evaluation, which does not depend on the warm start's)."""
     key = jsonable(
         {
             "task": task.name,
@@ -279,11 +281,13 @@ def saved_evaluation(
     if path.is_file():
         saved = json.loads(path.read_text())
         if saved.get("key") == key:
-            return saved["point"]
+            return saved["point"], saved.get("minutes")
+    began = time.perf_counter()
     point = evaluate_team(task, recipe, kwargs, policies, path.parent / "eval")
+    minutes = (time.perf_counter() - began) / 60
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"key": key, "point": point}, indent=1))
-    return point
+    path.write_text(json.dumps({"key": key, "point": point, "minutes": minutes}, indent=1))
+    return point, minutes
 
 
 def warm_start(
@@ -301,9 +305,11 @@ def warm_start(
             return saved
     began = time.perf_counter()
     policies = fresh_team(recipe, rows, prompt_tokens(task, recipe))
-    raw = None
+    raw, parts = None, {}
     if recipe.model:  # about an hour on one core for SmolLM2 on StrBuild: kept once finished
-        raw = saved_evaluation(folder / "raw.json", task, recipe, kwargs, policies)
+        raw, parts["raw_evaluation"] = saved_evaluation(
+            folder / "raw.json", task, recipe, kwargs, policies
+        )
     steps = recipe.sft_steps or task.sft_steps
     config = SupervisedConfig(
         output_dir=str(folder),
@@ -322,19 +328,27 @@ def warm_start(
     trainer = SupervisedTrainer(policies, rows, config)
     started = time.perf_counter()
     before = trainer.evaluate_loss()
+    parts["loss_before"] = (time.perf_counter() - started) / 60
     trainer.train()
+    parts["steps"] = (time.perf_counter() - started) / 60 - parts["loss_before"]
+    after = trainer.evaluate_loss()
+    seconds = time.perf_counter() - started
+    parts["loss_after"] = seconds / 60 - parts["loss_before"] - parts["steps"]
     summary = {
         "loss_before": before,
-        "loss_after": trainer.evaluate_loss(),
-        "seconds": time.perf_counter() - started,
+        "loss_after": after,
+        "seconds": seconds,
         "parameters": sum(p.numel() for p in policies[AGENTS[0]].model.parameters()),
         "vocabulary": len(policies[AGENTS[0]].tokenizer),
     }
     trainer.save(folder / "final")
     if recipe.model:
         summary["raw"] = raw
+        evaluated = time.perf_counter()
         summary["warm"] = evaluate_team(task, recipe, kwargs, policies, folder / "eval")
+        parts["warm_evaluation"] = (time.perf_counter() - evaluated) / 60
         summary["minutes_with_evaluations"] = (time.perf_counter() - began) / 60
+    summary["part_minutes"] = parts
     summary_file.write_text(json.dumps({**summary, "key": key}, indent=2))
     return summary
 
@@ -546,6 +560,63 @@ def table(task: str, runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def strbuild_table(results: dict[str, Any]) -> str:
+    """The Performance page's StrBuild table, from a `--json` file."""
+    return table("strbuild", results["runs"])
+
+
+def housebuild_table(results: dict[str, Any]) -> str:
+    """The Performance page's HouseBuild table, from a `--json` file."""
+    return table("housebuild", results["runs"])
+
+
+def _signed(value: float) -> str:
+    return f"{value:.2f}".replace("-", "−")
+
+
+def _evaluated(point: dict[str, float]) -> str:
+    return (
+        f"IoU {100 * point['iou']:.1f} %, Adj {100 * point['adjacency']:.1f} %, "
+        f"return {_signed(point['mean_return'])}"
+    )
+
+
+def warm_start_table(results: dict[str, Any]) -> str:
+    """A pretrained model's StrBuild warm start (`--model ... --warm-only`), part by part: the
+    wall time of each and what it gave. The parts' minutes must add up to the measured totals."""
+    recipe, summary = results["recipe"], results["warm_starts"]["strbuild"]
+    parts = summary["part_minutes"]
+    training = parts["loss_before"] + parts["steps"] + parts["loss_after"]
+    evaluations = parts["raw_evaluation"] + parts["warm_evaluation"]
+    if (
+        abs(training - summary["seconds"] / 60) > 1.5
+        or abs(training + evaluations - summary["minutes_with_evaluations"]) > 1.5
+    ):
+        raise ValueError(f"the parts' minutes {parts} do not add up to the measured totals")
+    task = TASKS["strbuild"]
+    rows = recipe["episodes"] * 4 * len(AGENTS)  # a row per builder and turn, H = 4
+    steps, batch = recipe["sft_steps"] or task.sft_steps, recipe["sft_batch"] or task.sft_batch
+    episodes = recipe["eval_episodes"] or task.eval_episodes
+    losses = [
+        f"{summary['loss_before'][a]:.2f} → {summary['loss_after'][a]:.2f} ({who})"
+        for a, who in zip(AGENTS, ("first builder", "second"), strict=True)
+    ]
+    lines = [
+        "| part | wall time | result |",
+        "|---|---:|---|",
+        f"| the raw model's evaluation, {episodes} episodes of 4 turns "
+        f"| {parts['raw_evaluation']:.0f} min | {_evaluated(summary['raw'])} |",
+        f"| the token loss over all {rows} rows (before, and again after) "
+        f"| {parts['loss_before']:.0f} and {parts['loss_after']:.0f} min | {', '.join(losses)} |",
+        f"| {steps} optimiser steps ({steps * batch} rows per builder, "
+        f"{steps * batch / (rows / len(AGENTS)):.1f} of an epoch) "
+        f"| {parts['steps']:.0f} min ({60 * parts['steps'] / steps:.0f} s a step) | |",
+        f"| the warm start's evaluation, {episodes} episodes "
+        f"| {parts['warm_evaluation']:.0f} min | {_evaluated(summary['warm'])} |",
+    ]
+    return "\n".join(lines)
+
+
 PLOT_STYLE = {
     "font.size": 13,
     "axes.labelsize": 13,
@@ -689,6 +760,8 @@ def main(argv: list[str] | None = None) -> int:
             drawn = plot(task, saved["runs"], args.plot, saved["subtitle"], plot_stamp(saved))
             print(f"wrote {drawn}")
     if args.json:  # with --from-json: the files merged into one
+        here = provenance(None if argv is None else [__file__, *argv])
+        saved = {"provenance": here, **{k: v for k, v in saved.items() if k != "provenance"}}
         Path(args.json).write_text(json.dumps(saved, indent=1))
     return 0
 
@@ -697,6 +770,7 @@ def merged(paths: list[str]) -> dict[str, Any]:
     """Saved --json files as one (runs of the tasks run apart, e.g. one task at a time)."""
     documents = [json.loads(Path(p).read_text()) for p in paths]
     result = dict(documents[0])
+    result["merged_from"] = [d.get("provenance") for d in documents]
     result["tasks"] = [t for d in documents for t in d["tasks"]]
     result["runs"] = [r for d in documents for r in d["runs"]]
     result["warm_starts"] = {k: v for d in documents for k, v in d["warm_starts"].items()}
