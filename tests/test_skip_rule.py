@@ -17,6 +17,8 @@ from tests.conftest import REPOSITORY
 
 PLANTED = {
     "test_planted.py": """
+import pytest
+
 def test_skips_inside():
     pytest.skip("planted skip")
 
@@ -36,6 +38,8 @@ def test_passes():
     assert True
 """,
     "test_planted_module.py": """
+import pytest
+
 pytest.skip("planted module skip", allow_module_level=True)
 
 def test_never_collected():
