@@ -126,6 +126,14 @@ def test_the_readme_is_a_front_page() -> None:
         assert (REPOSITORY / target).exists(), f"the README links to {target}, which is missing"
 
 
+def made_on_its_data(entry):
+    """The env as its card makes it: a code env reads its tasks when it is made, so it gets the
+    reference data's copy (the hook's own choice of `data`)."""
+    env_class = entry.load()
+    kwargs, _ = load_hook("env_cards").data_kwargs(entry, env_class)
+    return env_class(**kwargs)
+
+
 def test_the_readmes_env_table_is_the_registry() -> None:
     """Every registered env has a row, with its agents in play order and its horizon."""
     text = README.read_text()
@@ -137,7 +145,7 @@ def test_the_readmes_env_table_is_the_registry() -> None:
             rows[cells[0]] = ([a.strip().strip("`") for a in cells[1].split(",")], int(cells[2]))
     expected = {}
     for entry in entries():
-        env = entry.load()()
+        env = made_on_its_data(entry)
         expected[entry.short_name] = (list(env.possible_agents), env.horizon)
     assert rows == expected
 
@@ -351,7 +359,9 @@ class NoItems:
 
 def test_the_horizon_reads_as_a_count_of_turns() -> None:
     cards = load_hook("env_cards")
-    glance = {entry.short_name: cards.glance_table(entry, entry.load()()) for entry in entries()}
+    glance = {
+        entry.short_name: cards.glance_table(entry, made_on_its_data(entry)) for entry in entries()
+    }
     assert "| Horizon | 4 turns (set with `horizon=`) |" in glance["strbuild"]
     assert "| Horizon | 1 turn (set with `horizon=`) |" in glance["tinycoop"]
     assert all("turn(s)" not in text for text in glance.values())
@@ -389,7 +399,7 @@ def test_every_registered_env_has_a_complete_card(site: Path) -> None:
         assert "Not loaded for this build" not in html, f"{entry.id}: its tasks did not load"
         for argument in inspect.signature(env_class).parameters:
             assert f"<code>{argument}</code>" in html, f"{entry.id}: argument {argument} missing"
-        agents = env_class().possible_agents  # some envs set their roles per instance
+        agents = made_on_its_data(entry).possible_agents  # some envs set roles per instance
         assert agents
         for agent in agents:
             assert f"{agent}: observation" in html, f"{entry.id}: no observation of {agent}"
