@@ -11,9 +11,12 @@ one chunk at a time:
     for each chunk of h_c:  log pi(t) = token_log_probs(head(chunk), t, sampling)
 
 Each chunk runs under activation checkpointing, so backward recomputes its logits instead of
-keeping them: the peak is about one chunk's float32 logits and their temporaries, whatever the
-batch. A peft LoRA model is scored the same way: its base model's body and head carry the
-active adapter's layers, while `PeftModel.forward` would compute logits at every position.
+keeping them: the live tensors peak at about one chunk's float32 logits and their temporaries,
+whatever the batch. On the CPU the resident set follows them only while glibc maps a chunk
+temporary its heap has no room for on its own (`mmap_threshold`: its dynamic threshold grew the
+heap for them instead, by gigabytes over a pass, many times the live tensors). A peft LoRA
+model is scored the same way: its base model's body and head carry the active adapter's layers,
+while `PeftModel.forward` would compute logits at every position.
 
 The shared-prompt layout runs each unique prompt once and its completions on its key/value
 states. `replay_safe_layer` makes that cache safe to use under gradient checkpointing: a layer
@@ -31,6 +34,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from collabzoo.algos.policies.mmap_threshold import chunk_scope, chunk_threshold, held
 from collabzoo.algos.policies.sampling import Sampling, token_log_probs
 
 LOGIT_CHUNK_ELEMENTS = 2**23
@@ -98,7 +102,9 @@ def head_token_log_probs(
     "log" for one without (for metrics; no graph kept), False for none.
 
     With gradients on, each chunk is checkpointed: only its hidden rows are kept, and backward
-    recomputes its logits."""
+    recomputes its logits. On the CPU, while a chunk runs (forward, and its part of backward:
+    `mmap_threshold.chunk_scope`), glibc maps a [chunk, V] temporary its heap has no room for
+    apart instead of growing the heap, so freed chunks leave no resident heap behind."""
     want_grad = torch.is_grad_enabled() and (
         hidden.requires_grad or any(p.requires_grad for p in _parameters(head))
     )
@@ -117,13 +123,20 @@ def head_token_log_probs(
             empty if outside is None else outside,
         )
 
+    vocab = getattr(getattr(head, "weight", None), "shape", (0,))[0]
+    threshold = chunk_threshold(chunk, vocab) if hidden.device.type == "cpu" and vocab else None
     parts: list[tuple[torch.Tensor, ...]] = []
     for start in range(0, hidden.size(0), chunk):
         rows, chosen = hidden[start : start + chunk], targets[start : start + chunk]
         if want_grad:
-            parts.append(checkpoint(run, rows, chosen, use_reentrant=False))
+            parts.append(
+                chunk_scope(
+                    threshold, rows, lambda r, c=chosen: checkpoint(run, r, c, use_reentrant=False)
+                )
+            )
         else:
-            parts.append(run(rows, chosen))
+            with held(threshold):
+                parts.append(run(rows, chosen))
     if not parts:
         empty = hidden.new_zeros(0, dtype=torch.float32)
         return empty, (empty if entropy else None), None
