@@ -44,12 +44,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import collabzoo
-from collabzoo.envs.house_generator import generate_houses
-from collabzoo.envs.housebuild import EMBEDDED_HOUSES
 from collabzoo.envs.records import train_eval_split
 from collabzoo.envs.scripted_teams import scripted_team
-from collabzoo.rewards.housebuild import score_housebuild
-from collabzoo.rewards.strbuild import score_strbuild
+from collabzoo.tasks.building.envs.house_generator import generate_houses
+from collabzoo.tasks.building.envs.housebuild import EMBEDDED_HOUSES
+from collabzoo.tasks.building.rewards.housebuild import score_housebuild
+from collabzoo.tasks.building.rewards.strbuild import score_strbuild
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_table import markdown_table, results_path, thousands, times, write_results

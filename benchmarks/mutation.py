@@ -58,13 +58,15 @@ TARGETS: dict[str, Target] = {
     ),
     "sampling": Target("collabzoo/algos/policies/sampling.py", ["tests/test_sampling.py"]),
     "plain data": Target("collabzoo/sandbox/plain_data.py", ["tests/test_plain_data.py"]),
-    "writing rewards": Target("collabzoo/rewards/writing.py", ["tests/test_writing_rewards.py"]),
+    "writing rewards": Target(
+        "collabzoo/tasks/writing/rewards.py", ["tests/test_writing_rewards.py"]
+    ),
     "strbuild rules": Target(
-        "collabzoo/rewards/strbuild.py",
+        "collabzoo/tasks/building/rewards/strbuild.py",
         ["tests/test_strbuild_rules.py", "tests/test_game_feedback.py", "tests/test_bad_input.py"],
     ),
     "housebuild rules": Target(
-        "collabzoo/rewards/housebuild.py",
+        "collabzoo/tasks/building/rewards/housebuild.py",
         [
             "tests/test_housebuild_rules.py",
             "tests/test_game_feedback.py",
@@ -92,7 +94,7 @@ TARGETS: dict[str, Target] = {
         ("_mean", "_normalise"),
     ),
     "code reward": Target(
-        "collabzoo/rewards/code.py",
+        "collabzoo/tasks/code/rewards/__init__.py",
         [
             "tests/test_code_rewards.py",
             "tests/test_mutants_killed.py::"

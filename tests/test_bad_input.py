@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 import collabzoo
 from collabzoo.rewards.commands import command_lines
-from collabzoo.rewards.housebuild import House, parse_housebuild_answer
-from collabzoo.rewards.strbuild import parse_strbuild_answer
+from collabzoo.tasks.building.rewards.housebuild import House, parse_housebuild_answer
+from collabzoo.tasks.building.rewards.strbuild import parse_strbuild_answer
 from tests.optional import require_module
 
 GAMES = ["strbuild", "housebuild"]

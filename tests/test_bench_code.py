@@ -10,7 +10,7 @@ import pytest
 import collabzoo
 from collabzoo.bench import BenchRun, NotApplicable, parse_team, run_bench
 from collabzoo.bench.rescore import rescore
-from collabzoo.rewards.code import MAX_SCORE, NOT_WRAPPER_REWARD
+from collabzoo.tasks.code.rewards import MAX_SCORE, NOT_WRAPPER_REWARD
 from tests.conftest import require
 
 

@@ -16,10 +16,6 @@ from gymnasium.error import Error as GymnasiumError
 from gymnasium.utils import seeding
 
 import collabzoo
-from collabzoo.envs.housebuild import merged_boxes
-from collabzoo.envs.letter_font import render_text
-from collabzoo.rewards import housebuild as house_rules
-from collabzoo.rewards import strbuild as str_rules
 from collabzoo.rewards.breakdown import RewardBreakdown
 from collabzoo.rewards.commands import (
     SMALL_INTS,
@@ -29,6 +25,10 @@ from collabzoo.rewards.commands import (
     command_text,
     commands_under_cap,
 )
+from collabzoo.tasks.building.envs.housebuild import merged_boxes
+from collabzoo.tasks.building.envs.letter_font import render_text
+from collabzoo.tasks.building.rewards import housebuild as house_rules
+from collabzoo.tasks.building.rewards import strbuild as str_rules
 from tests.conftest import benchmark_module
 
 AIR = "air"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import collabzoo
-from collabzoo.envs import code as code_envs
 from collabzoo.envs.hub import DatasetUnavailable
-from collabzoo.rewards import code as rules
+from collabzoo.tasks.code import envs as code_envs
+from collabzoo.tasks.code import rewards as rules
 from tests.conftest import require
 
 DATA = {

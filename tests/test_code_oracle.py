@@ -9,7 +9,7 @@ import pytest
 
 import collabzoo
 from collabzoo.envs.scripted_teams import code_oracle
-from collabzoo.rewards.code import MAX_SCORE, NOT_WRAPPER_REWARD
+from collabzoo.tasks.code.rewards import MAX_SCORE, NOT_WRAPPER_REWARD
 from tests.conftest import require
 
 

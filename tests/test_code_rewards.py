@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import collabzoo
-from collabzoo.rewards import code as rules
+from collabzoo.tasks.code import rewards as rules
 from tests.conftest import require
 
 # ----- fixtures ---------------------------------------------------------------------------------
@@ -600,7 +600,7 @@ def test_parsing_is_safe_from_many_threads() -> None:
     """Envs are stepped from worker threads; CPython 3.11's ast.parse is not thread-safe."""
     import threading
 
-    from collabzoo.rewards.code import parse_python
+    from collabzoo.tasks.code.rewards import parse_python
 
     program = "def f(x):\n" + "".join(f"    y{i} = [[{i}, (x, {{'k': x}})]]\n" for i in range(60))
     errors: list[BaseException] = []

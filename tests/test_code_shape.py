@@ -28,7 +28,8 @@ def test_import_layering_contracts_hold() -> None:
 
 def test_envs_import_without_the_training_stack() -> None:
     code = (
-        "import sys, collabzoo, collabzoo.envs.strbuild, collabzoo.envs.housebuild, "
+        "import sys, collabzoo, collabzoo.tasks.building.envs.strbuild, "
+        "collabzoo.tasks.building.envs.housebuild, "
         "collabzoo.cli; bad = {'torch', 'transformers', 'peft', 'accelerate'} & set(sys.modules);"
         " assert not bad, bad"
     )

@@ -218,8 +218,8 @@ def test_pettingzoo_registry_and_short_names() -> None:
 
 @pytest.mark.parametrize("game", GAMES)
 def test_oracle_beats_naive_in_every_feedback_mode(game: str) -> None:
-    from collabzoo.envs.housebuild import FEEDBACK_MODES as HB
-    from collabzoo.envs.strbuild import FEEDBACK_MODES as SB
+    from collabzoo.tasks.building.envs.housebuild import FEEDBACK_MODES as HB
+    from collabzoo.tasks.building.envs.strbuild import FEEDBACK_MODES as SB
 
     for mode in {"strbuild": SB, "housebuild": HB}[game]:
         finals = {}

@@ -15,7 +15,7 @@ torch = require_module("torch", "train")
 
 from collabzoo.algos import LLMPolicy, Sampling, lora_team, tiny_causal_lm  # noqa: E402
 from collabzoo.algos.rollout.tree import TreeRollout  # noqa: E402
-from collabzoo.envs.tinycoop import TinyCoopEnv  # noqa: E402
+from collabzoo.tasks.tinycoop.envs import TinyCoopEnv  # noqa: E402
 from tests.lora_weights import seed_lora_weights  # noqa: E402
 
 PROMPTS = ["write a word", "write a word", "write a word", "abc", "abc", "abc", "one row"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from collabzoo.envs.house_generator import (
+from collabzoo.tasks.building.envs.house_generator import (
     INVENTORY,
     ROOF_KINDS,
     generate_houses,

@@ -11,9 +11,13 @@ import numpy as np
 import pytest
 
 import collabzoo
-from collabzoo.envs.housebuild import merged_boxes
 from collabzoo.envs.scripted_teams import scripted_team
-from collabzoo.rewards.housebuild import House, parse_housebuild_answer, score_housebuild
+from collabzoo.tasks.building.envs.housebuild import merged_boxes
+from collabzoo.tasks.building.rewards.housebuild import (
+    House,
+    parse_housebuild_answer,
+    score_housebuild,
+)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import string
 
 import pytest
 
-from collabzoo.envs.letter_font import (
+from collabzoo.tasks.building.envs.letter_font import (
     GLYPHS,
     LETTER_GAP,
     LETTER_HEIGHT,

@@ -28,7 +28,7 @@ from collabzoo.algos import (  # noqa: E402
 from collabzoo.algos.learners import actor_critic  # noqa: E402
 from collabzoo.algos.learners.actor_critic import ActorCriticLearner  # noqa: E402
 from collabzoo.algos.learners.critic_batches import Sample  # noqa: E402
-from collabzoo.rewards import code as code_rules  # noqa: E402
+from collabzoo.tasks.code import rewards as code_rules  # noqa: E402
 from tests.test_learner_updates import QUIET  # noqa: E402
 from tests.test_learners import ScriptedPolicy, Sum, team  # noqa: E402
 from tests.tolerance import assert_close_to_scale  # noqa: E402

@@ -46,19 +46,19 @@ SAMPLE = {
         ["tests/test_advantages.py"],
     ),
     "StrBuild neighbours wrapping across rows": (
-        "collabzoo/rewards/strbuild.py",
+        "collabzoo/tasks/building/rewards/strbuild.py",
         "if i % w != last_column:",
         "if i + 1 < w * h:",
         ["tests/test_strbuild_rules.py"],
     ),
     "HouseBuild's allowance one block short": (
-        "collabzoo/rewards/housebuild.py",
+        "collabzoo/tasks/building/rewards/housebuild.py",
         "if spent > limit:",
         "if spent >= limit:",
         ["tests/test_housebuild_rules.py"],
     ),
     "writing rewards' word sets not lower-cased": (
-        "collabzoo/rewards/writing.py",
+        "collabzoo/tasks/writing/rewards.py",
         "_WORD.findall(text.lower())",
         "_WORD.findall(text)",
         ["tests/test_writing_rewards.py"],

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test
 
-from collabzoo.envs.housebuild import HouseBuildEnv
-from collabzoo.envs.numeric import BuildingGridEnv
-from collabzoo.envs.strbuild import StrBuildEnv
+from collabzoo.tasks.building.envs.housebuild import HouseBuildEnv
+from collabzoo.tasks.building.envs.strbuild import StrBuildEnv
+from collabzoo.tasks.building.numeric import BuildingGridEnv
 
 
 @pytest.mark.parametrize("game", [StrBuildEnv, HouseBuildEnv])

@@ -37,11 +37,11 @@ from pettingzoo.utils.conversions import aec_to_parallel, parallel_to_aec
 from pettingzoo.utils.wrappers import BaseWrapper
 
 import collabzoo
-from collabzoo.envs.housebuild import HouseBuildEnv
-from collabzoo.envs.numeric import BuildingGridEnv
 from collabzoo.envs.single import SingleAgentView
-from collabzoo.envs.strbuild import StrBuildEnv
 from collabzoo.envs.text_env import RENDER_MODES
+from collabzoo.tasks.building.envs.housebuild import HouseBuildEnv
+from collabzoo.tasks.building.envs.strbuild import StrBuildEnv
+from collabzoo.tasks.building.numeric import BuildingGridEnv
 from tests.conftest import require
 
 # The module, not the function of the same name that `pettingzoo.test` exports.

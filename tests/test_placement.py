@@ -31,7 +31,7 @@ from collabzoo.algos.runtime.placement import (  # noqa: E402
     resolve_dtype,
 )
 from collabzoo.algos.runtime.update_groups import UpdateGroup  # noqa: E402
-from collabzoo.envs.tinycoop import TinyCoopEnv  # noqa: E402
+from collabzoo.tasks.tinycoop.envs import TinyCoopEnv  # noqa: E402
 
 META, CPU = torch.device("meta"), torch.device("cpu")
 

@@ -28,12 +28,12 @@ from pathlib import Path
 import pytest
 
 import collabzoo
-from collabzoo.envs import code as code_envs
-from collabzoo.envs import writing as writing_envs
-from collabzoo.rewards import code as code_rules
-from collabzoo.rewards import housebuild as housebuild_rules
-from collabzoo.rewards import writing
 from collabzoo.sandbox import ExecResult, Job
+from collabzoo.tasks.building.rewards import housebuild as housebuild_rules
+from collabzoo.tasks.code import envs as code_envs
+from collabzoo.tasks.code import rewards as code_rules
+from collabzoo.tasks.writing import envs as writing_envs
+from collabzoo.tasks.writing import rewards as writing
 
 
 def default(function, name: str):

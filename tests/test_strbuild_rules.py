@@ -9,11 +9,15 @@ from pathlib import Path
 import pytest
 
 import collabzoo
-from collabzoo.envs.letter_font import render_text
 from collabzoo.envs.scripted_teams import scripted_team
-from collabzoo.envs.strbuild import REFERENCE_TARGETS
 from collabzoo.rewards.commands import command_lines
-from collabzoo.rewards.strbuild import StrBuildTarget, parse_strbuild_answer, score_strbuild
+from collabzoo.tasks.building.envs.letter_font import render_text
+from collabzoo.tasks.building.envs.strbuild import REFERENCE_TARGETS
+from collabzoo.tasks.building.rewards.strbuild import (
+    StrBuildTarget,
+    parse_strbuild_answer,
+    score_strbuild,
+)
 
 I = StrBuildTarget(render_text("I"))  # 13 target cells, 12 empty; row 0 is y = 4  # noqa: E741
 

@@ -11,8 +11,8 @@ import pytest
 import collabzoo
 from collabzoo.envs.scripted_teams import scripted_team
 from collabzoo.envs.text_space import SAMPLE_CHARSET
-from collabzoo.envs.tinycoop import TinyCoopEnv
-from collabzoo.rewards.tinycoop import score_tinycoop, tinycoop_reward
+from collabzoo.tasks.tinycoop.envs import TinyCoopEnv
+from collabzoo.tasks.tinycoop.rewards import score_tinycoop, tinycoop_reward
 
 EVEN = ["0", "x", " ", "\n", "😀"]  # ord 48, 120, 32, 10, 128512
 ODD = ["1", "a", "A", "é", "中"]  # ord 49, 97, 65, 233, 20013

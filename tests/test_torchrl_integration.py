@@ -11,8 +11,6 @@ torch = require_module("torch", "train")
 
 def test_torchrl_rolls_out_the_numeric_view_and_takes_a_mappo_step() -> None:
     require_module("torchrl", "interop")
-    from collabzoo.envs.numeric import BuildingGridEnv
-    from collabzoo.envs.strbuild import StrBuildEnv
     from collabzoo.integrations.torchrl import (
         GROUP,
         mappo_loss,
@@ -20,6 +18,8 @@ def test_torchrl_rolls_out_the_numeric_view_and_takes_a_mappo_step() -> None:
         torchrl_env,
         with_agent_done,
     )
+    from collabzoo.tasks.building.envs.strbuild import StrBuildEnv
+    from collabzoo.tasks.building.numeric import BuildingGridEnv
 
     torch.manual_seed(0)
     steps = 4

@@ -13,7 +13,6 @@ import pytest
 from pettingzoo.test import parallel_api_test
 
 import collabzoo
-from collabzoo.envs import writing
 from collabzoo.envs.scripted_teams import (
     ARXIV_BACKGROUND_CLOSE,
     ARXIV_BACKGROUND_OPEN,
@@ -22,7 +21,13 @@ from collabzoo.envs.scripted_teams import (
     TLDR_CLOSING,
     scripted_team,
 )
-from collabzoo.rewards.writing import SPLIT_MARKER, score_arxiv, score_tldr, transition_categories
+from collabzoo.tasks.writing import envs as writing
+from collabzoo.tasks.writing.rewards import (
+    SPLIT_MARKER,
+    score_arxiv,
+    score_tldr,
+    transition_categories,
+)
 
 TASKS = ["tldr", "arxiv"]
 ROLES = {"tldr": ("concise", "detailed"), "arxiv": ("background", "methodology")}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collabzoo.rewards.writing import (
+from collabzoo.tasks.writing.rewards import (
     TLDR_RULES,
     score_arxiv,
     score_tldr,

@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collabzoo.bench.columns import COST, TASKS, TIME, TaskColumns, task_columns
+from collabzoo.bench.columns import COST, TIME, TaskColumns, board_order, task_columns
 from collabzoo.bench.protocols import PROTOCOLS
-from collabzoo.bench.published import MODELS, PUBLISHED, SOURCE
+from collabzoo.bench.published import SOURCE
+from collabzoo.bench.published import models as published_models
+from collabzoo.bench.published import published as published_table
 from collabzoo.bench.results import FORMAT, ResultsError, read_results
 
 FORMATS = ("markdown", "csv", "json")
@@ -78,7 +80,7 @@ def find_results(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[dict], l
 
 
 def _task_order(name: str) -> tuple[int, str]:
-    order = list(TASKS)
+    order = board_order()
     return (order.index(name), name) if name in order else (len(order), name)
 
 
@@ -119,7 +121,7 @@ def _local_row(document: dict[str, Any], columns: TaskColumns) -> Row:
 
 def _published_rows(task: str) -> list[Row]:
     rows = []
-    for published in PUBLISHED.get(task, []):
+    for published in published_table().get(task, []):
         cells = {TIME: (published.time, math.nan), COST: (published.cost, math.nan)}
         cells.update({k: (v, math.nan) for k, v in published.scores.items()})
         rows.append(
@@ -238,8 +240,8 @@ def render_markdown(
         for row in rows:
             cells = [c.replace("|", "\\|") for c in _cells(row, columns)]
             lines.append("| " + " | ".join(cells) + " |")
-        if published and task in MODELS and PUBLISHED.get(task):
-            lines += ["", f"Published models: {MODELS[task]}."]
+        if published and task in published_models() and published_table().get(task):
+            lines += ["", f"Published models: {published_models()[task]}."]
         lines.append("")
     return "\n".join(lines)
 

@@ -39,19 +39,13 @@ from collabzoo.bench.results import (
     software_versions,
 )
 from collabzoo.bench.teams import NoScriptedTeam, Team, slug
-from collabzoo.envs import make, resolve
+from collabzoo.envs import declared, make, resolve
 from collabzoo.envs.hub import DatasetUnavailable
 from collabzoo.envs.records import SPLITS
 from collabzoo.sandbox import default_sandbox
 
 BENCH_SPLITS = SPLITS
 """eval (the default), train, or all: the env's own splits."""
-DEFAULT_DATA_LABELS = {
-    "strbuild": "reference words",
-    "housebuild": "generated houses",
-    "tinycoop": "all signal sequences",
-}
-"""What an env plays when no data= is given and its episodes do not say."""
 
 
 class BenchError(ValueError):
@@ -171,7 +165,8 @@ def data_label(env: Any, short_name: str, kwargs: Mapping[str, Any], reset_info:
     if source:
         text = str(source)
         return Path(text).name if os.path.exists(text) else text
-    return DEFAULT_DATA_LABELS.get(short_name, "default")
+    spec = declared(short_name)  # what it plays with no data= (TaskSpec.default_data)
+    return spec.default_data if spec is not None else "default"
 
 
 def agent_info(infos: Mapping[str, Any], agent: str) -> Mapping[str, Any]:

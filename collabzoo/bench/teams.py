@@ -38,12 +38,12 @@ from collabzoo.bench.models import (
     TextModel,
 )
 from collabzoo.envs.scripted_teams import (
-    CODE_GAMES,
-    CODE_ORACLE_GAMES,
     NOISY_DROP,
-    TEAMS,
     NoisyOracle,
-    code_oracle,
+    env_policy,
+    env_team_games,
+    listed_games,
+    teams,
 )
 from collabzoo.model_names import ModelNotFound, check_model_name
 
@@ -239,7 +239,7 @@ class TeamSpec:
         """Raise TeamError when this team cannot play the env, before its data or any model
         is loaded (whether a code dataset has reference solutions shows only in `build`)."""
         for member in self.members:
-            if member.kind == "scripted" and not (member.target == "oracle" and game in CODE_GAMES):
+            if member.kind == "scripted" and game not in env_team_games(member.target):
                 scripted_policy(member.target, game, None)
 
     def build(self, env: Any, game: str, agents: Sequence[str], options: ModelOptions) -> Team:
@@ -308,18 +308,14 @@ def scripted_policy(kind: str, game: str, env: Any) -> Callable[..., str]:
             return NoisyOracle(game, drop)
         except ValueError as error:
             raise NoScriptedTeam(str(error)) from None
-    if kind == "oracle" and game in CODE_GAMES:
-        problems = list(env.items("all"))  # every problem, the ones in no reference slice too
-        missing = [p.task_id for p in problems if not p.solution.strip()]
-        if missing:
-            raise NoScriptedTeam(
-                f"no scripted oracle for {game}: its problems have no reference solutions "
-                f"({missing[0]} and {len(missing) - 1} more); HumanEval's have them"
-            )
-        return code_oracle(problems)
-    policy = TEAMS.get(kind, {}).get(game)
+    if game in env_team_games(kind):
+        try:
+            return env_policy(game, kind, env)  # the code tasks' oracle, from their solutions
+        except ValueError as error:
+            raise NoScriptedTeam(str(error)) from None
+    policy = teams().get(kind, {}).get(game)
     if policy is None:
-        plays = sorted([*TEAMS.get(kind, {}), *(CODE_ORACLE_GAMES if kind == "oracle" else ())])
+        plays = listed_games(kind)
         raise NoScriptedTeam(
             f"no scripted {kind} team for {game} (the {kind} team plays {', '.join(plays)})"
         )

@@ -62,16 +62,8 @@ from collabzoo.cli.options import (
     probability,
 )
 from collabzoo.cli.usage import CommandParser, UsageError
-from collabzoo.envs import entries, resolve
+from collabzoo.envs import entries, resolve, task_specs
 
-EMBEDDED: dict[str, dict[str, Any]] = {
-    "strbuild": {},
-    "housebuild": {},
-    "tldr": {"data": "sample"},
-    "arxiv": {"data": "sample"},
-    "tinycoop": {},
-}
-"""`--env embedded`: the envs whose tasks ship with the package, and how to make them so."""
 ENV_GROUPS = ("all", "embedded")
 DEFAULT_OUTPUT = "results"
 REFERENCE_TOP_K = 50
@@ -89,7 +81,7 @@ def select_envs(text: str) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
     """([(env short name, default kwargs)], whether a group was named) from --env."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
-        raise UsageError("--env needs env names (e.g. strbuild,tldr), 'all' or 'embedded'")
+        raise UsageError("--env needs env names (collabzoo list), 'all' or 'embedded'")
     chosen: dict[str, dict[str, Any]] = {}
     group = False
     for name in names:
@@ -99,8 +91,9 @@ def select_envs(text: str) -> tuple[list[tuple[str, dict[str, Any]]], bool]:
                 chosen.setdefault(entry.short_name, {})
         elif name == "embedded":
             group = True
-            for short, kwargs in EMBEDDED.items():
-                chosen.setdefault(short, dict(kwargs))
+            for spec in task_specs():  # whose tasks ship with the package (TaskSpec.offline)
+                if spec.offline is not None:
+                    chosen.setdefault(spec.short_name, dict(spec.offline))
         else:
             try:
                 chosen.setdefault(resolve(name).short_name, {})
@@ -117,7 +110,9 @@ def _scoped(pairs: Sequence[str], option: str, envs: Sequence[str]) -> dict[str 
         scope, colon, key = key.rpartition(":") if ":" in key else ("", "", key)
         key = key.strip()
         if not sep or not key:
-            raise UsageError(f"{option} takes [ENV:]KEY=VALUE (e.g. tldr:horizon=2), got {pair!r}")
+            raise UsageError(
+                f"{option} takes [ENV:]KEY=VALUE (e.g. ENV:horizon=2 or horizon=2), got {pair!r}"
+            )
         env = None
         if colon:
             try:

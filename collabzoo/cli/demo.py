@@ -12,30 +12,30 @@ from typing import Any
 from collabzoo.cli.options import positive_int
 from collabzoo.cli.tables import fmt, table
 from collabzoo.cli.usage import UsageError, checked
-from collabzoo.envs import make, resolve
+from collabzoo.envs import declared, make, resolve, task_specs
 from collabzoo.envs.records import REFERENCE_SPLITS
-from collabzoo.envs.scripted_teams import TEAMS, scripted_team
+from collabzoo.envs.scripted_teams import scripted_team, teams
 
-DEMO_METRICS = {
-    "strbuild": ("iou", "adjacency", "coverage"),
-    "housebuild": ("iou", "hp", "match"),
-    "tldr": ("length_ratio", "jaccard"),
-    "arxiv": ("length_ratio", "jaccard"),
-}
-"""The metrics the demo table shows per game (the JSON rows keep every metric)."""
-DEMO_MAKE_ARGS: dict[str, dict[str, Any]] = {
-    "tldr": {"data": "sample"},
-    "arxiv": {"data": "sample"},
-}
-"""The demo runs offline: the writing tasks use their embedded sample, not the hub."""
-DEFAULT_DEMO_ENVS = "strbuild,housebuild,tldr,arxiv"
+
+def demo_metrics(game: str) -> tuple[str, ...]:
+    """The metrics the demo table shows for a game (`TaskSpec.demo_metrics`; the JSON rows keep
+    every metric); () where the task names none."""
+    spec = declared(game)
+    return spec.demo_metrics if spec is not None else ()
+
+
+def default_demo_envs() -> str:
+    """The tasks that name demo metrics and play offline, in registration order."""
+    specs = task_specs()
+    return ",".join(s.short_name for s in specs if s.demo_metrics and s.offline is not None)
 
 
 def _team_game(name: str) -> tuple[Any, str]:
     """(registry entry, game) for an env name that has the scripted teams."""
     entry = checked(resolve, name)
-    if not any(entry.short_name in games for games in TEAMS.values()):
-        known = ", ".join(sorted({g for games in TEAMS.values() for g in games}))
+    table = teams()
+    if not any(entry.short_name in games for games in table.values()):
+        known = ", ".join(sorted({g for games in table.values() for g in games}))
         raise UsageError(f"{entry.id} has no scripted teams; the envs that have them: {known}")
     return entry, entry.short_name
 
@@ -62,14 +62,16 @@ def _mean(values: Sequence[float]) -> float:
 def cmd_demo(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.envs.split(",") if n.strip()]
     if not names:
-        raise UsageError("--envs needs at least one env name, e.g. strbuild,housebuild")
+        raise UsageError(f"--envs needs at least one env name, e.g. {default_demo_envs()}")
     games = [_team_game(n) for n in names]
 
     rows: list[dict[str, Any]] = []
     episodes: list[dict[str, Any]] = []
     for entry, game in games:
-        env = make(entry.id, **DEMO_MAKE_ARGS.get(game, {}))
-        for kind in [k for k in TEAMS if game in TEAMS[k]]:
+        spec = declared(game)  # offline: the tasks that ship (the writing tasks' sample)
+        env = make(entry.id, **dict((spec.offline if spec is not None else None) or {}))
+        table = teams()
+        for kind in [k for k in table if game in table[k]]:
             team = scripted_team(game, kind)
             played = 0
             for split in REFERENCE_SPLITS:
@@ -126,19 +128,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _print_table(rows: Sequence[Mapping[str, Any]]) -> None:
-    """One line per env, team and split: each game's `DEMO_METRICS` in a shared set of columns."""
+    """One line per env, team and split: each game's demo metrics in a shared set of columns."""
     shown = list(
         dict.fromkeys(
             m
             for row in rows
-            for m in DEMO_METRICS.get(row["env"], tuple(row["metrics"]))
+            for m in (demo_metrics(row["env"]) or tuple(row["metrics"]))
             if m in row["metrics"]
         )
     )
     headers = ["env", "team", "split", "episodes", "mean reward", "max", *shown]
     table_rows = []
     for row in rows:
-        wanted = DEMO_METRICS.get(row["env"], tuple(row["metrics"]))
+        wanted = demo_metrics(row["env"]) or tuple(row["metrics"])
         table_rows.append(
             [
                 row["env"],
@@ -172,6 +174,8 @@ def add_commands(commands: Any) -> None:
     )
     demo.add_argument("--json", default=None, metavar="PATH", help="also write results as JSON")
     demo.add_argument(
-        "--envs", default=DEFAULT_DEMO_ENVS, help="comma-separated env names (default: %(default)s)"
+        "--envs",
+        default=default_demo_envs(),
+        help="comma-separated env names (default: %(default)s)",
     )
     demo.set_defaults(handler=cmd_demo)

@@ -86,7 +86,7 @@ def add_env_arg(parser: argparse.ArgumentParser, *, scoped: bool = False) -> Non
         metavar = "[ENV:]KEY=VALUE"
         text = (
             "an env constructor argument, for every env or ENV only; VALUE is JSON when it "
-            "parses (e.g. --env-arg housebuild:feedback=position); repeatable"
+            "parses (e.g. --env-arg ENV:horizon=2); repeatable"
         )
     else:
         metavar = "KEY=VALUE"

@@ -15,9 +15,9 @@ from collabzoo.cli.turns import newest, print_step, read_answer
 from collabzoo.cli.usage import UsageError, checked
 from collabzoo.envs import entries, make, resolve
 from collabzoo.envs.records import SPLITS
-from collabzoo.envs.scripted_teams import CODE_GAMES, TEAMS, scripted_team
+from collabzoo.envs.scripted_teams import env_team_games, scripted_team, teams
 
-TEAM_KINDS = tuple(TEAMS)
+TEAM_KINDS = tuple(teams())
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -49,14 +49,14 @@ def cmd_play(args: argparse.Namespace) -> int:
     if "render_mode" in kwargs:
         raise UsageError("render_mode is set by 'collabzoo play' (ansi); drop that --env-arg")
     partner: Callable[[Mapping[str, str]], dict[str, str]] | None = None
-    # a code task's oracle answers from the env's reference solutions: made with the env
-    code_oracle = args.partner == "oracle" and entry.short_name in CODE_GAMES
-    if args.partner is not None and not code_oracle:
+    # a policy built from the env (a code task's oracle, from its solutions): made with it
+    built_from_env = args.partner is not None and entry.short_name in env_team_games(args.partner)
+    if args.partner is not None and not built_from_env:
         partner = checked(scripted_team, entry.short_name, args.partner)
     elif args.partner is None and args.seat is not None:
         raise UsageError("--seat picks your agent when a --partner plays the others; add --partner")
     env = checked(make, entry.id, render_mode="ansi", **kwargs)
-    if code_oracle:
+    if built_from_env:
         partner = checked(scripted_team, entry.short_name, args.partner, env)
     if partner is not None and getattr(env, "memory", "full") != "full":
         raise UsageError(
@@ -135,7 +135,7 @@ def add_commands(commands: Any) -> None:
         description="Play an environment in the terminal: for each agent you control, read its "
         "prompt and type its answer (finish with an empty line or a line END).",
     )
-    play.add_argument("env", metavar="ENV", help="env name or id, e.g. strbuild")
+    play.add_argument("env", metavar="ENV", help="env name or id (collabzoo list names them)")
     play.add_argument(
         "--seed", type=nonnegative_int, default=None, help="reset seed (default: random)"
     )

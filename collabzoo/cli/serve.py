@@ -49,7 +49,7 @@ def add_commands(commands: Any) -> None:
         "observation every agent's prompt, the rewards, infos and state(). Connect with "
         "collabzoo.integrations.openenv.remote_env(URL), a PettingZoo ParallelEnv.",
     )
-    serving.add_argument("env", metavar="ENV", help="env name or id, e.g. coophumaneval")
+    serving.add_argument("env", metavar="ENV", help="env name or id (collabzoo list names them)")
     serving.add_argument("--host", default="127.0.0.1", help="address to bind (%(default)s)")
     serving.add_argument("--port", type=port_number, default=8000, help="port (%(default)s)")
     add_env_arg(serving)

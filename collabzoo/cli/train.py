@@ -122,7 +122,7 @@ def add_commands(commands: Any) -> None:
     train.add_argument(
         "algo", metavar="ALGO", help="magrpo, mareinforce, iac, ippo or cc (CoLLM-CC)"
     )
-    train.add_argument("--env", required=True, help="env name or id, e.g. tinycoop or strbuild")
+    train.add_argument("--env", required=True, help="env name or id (collabzoo list names them)")
     train.add_argument(
         "--model",
         default=TINY,

@@ -1,67 +1,64 @@
-"""The collaboration tasks as PettingZoo ParallelEnvs, and the registry that makes them."""
+"""The collaboration tasks as PettingZoo ParallelEnvs, and the registry that makes them.
 
+The tasks live in their families (`collabzoo.tasks.<family>`), each declaring its envs and what
+the suite shows of them (`collabzoo.envs.family.TaskFamily`). The families below are the
+package's own; an installed package adds its own under the `collabzoo.tasks` entry-point group
+(`family = "mypackage.family:FAMILY"`), or registers one at run time with `register_family`.
+"""
+
+from importlib.metadata import entry_points
+
+from collabzoo.envs.family import TaskFamily, TaskSpec, load
 from collabzoo.envs.registry import (
+    declared,
     entries,
+    families,
     make,
     make_aec,
     names,
     pettingzoo_make,
     register,
+    register_family,
     resolve,
+    task_spec,
+    task_specs,
 )
 from collabzoo.envs.text_env import MEMORY_MODES, RENDER_MODES, TextCollabEnv, TurnResult
 
-register(
-    "collabzoo/StrBuild-v0",
-    "collabzoo.envs.strbuild:StrBuildEnv",
-    "Two builders with disjoint palettes draw a word in blocks, no same-texture neighbours (H=4).",
+BUILTIN_FAMILIES = (
+    "collabzoo.tasks.building.family:FAMILY",
+    "collabzoo.tasks.writing.family:FAMILY",
+    "collabzoo.tasks.code.family:FAMILY",
+    "collabzoo.tasks.tinycoop.family:FAMILY",
 )
-register(
-    "collabzoo/CoopHumanEval-v0",
-    "collabzoo.envs.code:CoopHumanEvalEnv",
-    "A helper writer and a main writer solve CoopHumanEval problems; tests run sandboxed (H=2).",
-)
-register(
-    "collabzoo/HumanEval-v0",
-    "collabzoo.envs.code:HumanEvalEnv",
-    "A helper writer and a main writer solve HumanEval problems; tests run sandboxed (H=2).",
-)
-register(
-    "collabzoo/MBPP-v0",
-    "collabzoo.envs.code:MBPPEnv",
-    "A helper writer and a main writer solve MBPP problems; tests run sandboxed (H=2).",
-)
-register(
-    "collabzoo/HouseBuild-v0",
-    "collabzoo.envs.housebuild:HouseBuildEnv",
-    "Two builders raise a 3-D house under per-builder block caps while spiders attack (H=4).",
-)
-register(
-    "collabzoo/TLDR-v0",
-    "collabzoo.envs.writing:TLDREnv",
-    "A concise and a detailed writer each summarize a Reddit post, unseen by the other (H=1).",
-)
-register(
-    "collabzoo/ArXiv-v0",
-    "collabzoo.envs.writing:ArXivEnv",
-    "A background writer and a methods writer expand a paper abstract into an introduction (H=1).",
-)
-register(
-    "collabzoo/TinyCoop-v0",
-    "collabzoo.envs.tinycoop:TinyCoopEnv",
-    "Two agents win a turn iff alpha's first character has the signal's parity and beta's not.",
-)
+"""The package's families, in the order the suite lists them (the leaderboard orders tasks by
+their column in the paper instead)."""
+ENTRY_POINT_GROUP = "collabzoo.tasks"
+
+for _path in BUILTIN_FAMILIES:
+    register_family(load(_path))
+for _plugin in entry_points(group=ENTRY_POINT_GROUP):
+    register_family(_plugin.load())
 
 __all__ = [
+    "BUILTIN_FAMILIES",
+    "ENTRY_POINT_GROUP",
     "MEMORY_MODES",
     "RENDER_MODES",
+    "TaskFamily",
+    "TaskSpec",
     "TextCollabEnv",
     "TurnResult",
+    "declared",
     "entries",
+    "families",
     "make",
     "make_aec",
     "names",
     "pettingzoo_make",
     "register",
+    "register_family",
     "resolve",
+    "task_spec",
+    "task_specs",
 ]

@@ -11,9 +11,9 @@ single-agent view (`collabzoo.envs.single`) is registered with Gymnasium, so
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,9 @@ import gymnasium
 import pettingzoo
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.utils.conversions import parallel_to_aec
+
+from collabzoo.envs.family import REWARD, TaskColumns, TaskFamily, TaskSpec, load
+from collabzoo.envs.module_paths import MODULE_PATHS
 
 NAMESPACE = "collabzoo"
 _ID = re.compile(rf"^{NAMESPACE}/(?P<name>[A-Za-z][A-Za-z0-9]*)-v(?P<version>\d+)$")
@@ -31,7 +34,7 @@ class EnvEntry:
     """One registered environment."""
 
     id: str
-    entry_point: str
+    entry_point: str | Callable[..., Any]
     description: str
 
     @property
@@ -47,15 +50,15 @@ class EnvEntry:
         return self.name.lower()
 
     def load(self) -> type[ParallelEnv]:
-        module, _, attr = self.entry_point.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return load(self.entry_point)
 
 
 _REGISTRY: dict[str, EnvEntry] = {}
 
 
-def register(id: str, entry_point: str, description: str) -> None:
-    """Register `collabzoo/Name-vN` with a `module:Class` entry point and a one-line summary."""
+def register(id: str, entry_point: str | Callable[..., Any], description: str) -> None:
+    """Register `collabzoo/Name-vN` with a `module:Class` entry point (or the class itself) and
+    a one-line summary."""
     if not _ID.match(id):
         raise ValueError(f"environment ids look like '{NAMESPACE}/Name-v0', got {id!r}")
     if id in _REGISTRY:
@@ -69,6 +72,53 @@ def register(id: str, entry_point: str, description: str) -> None:
         entry_point="collabzoo.envs.single:SingleAgentView",
         kwargs={"env": id},
     )
+
+
+_FAMILIES: dict[str, TaskFamily] = {}
+_SPECS: dict[str, TaskSpec] = {}
+
+
+def register_family(family: TaskFamily) -> None:
+    """Register every env a family declares, its declaration with it, and the import paths its
+    modules had before they moved into the family."""
+    if family.name in _FAMILIES:
+        raise ValueError(f"task family {family.name!r} is already registered")
+    for spec in family.tasks:
+        register(spec.id, spec.entry_point, spec.description)
+        _SPECS[spec.id] = spec
+    for old, new in family.module_paths.items():
+        MODULE_PATHS.add(old, new)
+    _FAMILIES[family.name] = family
+
+
+def families() -> list[TaskFamily]:
+    """Every registered family, in registration order."""
+    return list(_FAMILIES.values())
+
+
+def task_specs() -> list[TaskSpec]:
+    """Every declared task, family by family in registration order."""
+    return [spec for family in _FAMILIES.values() for spec in family.tasks]
+
+
+def task_spec(name: str) -> TaskSpec:
+    """The declaration of a registered env (by id or short name). An env registered without one
+    (`register`) gets a plain declaration: its reward as the one column, no teams."""
+    entry = resolve(name)
+    if entry.id in _SPECS:
+        return _SPECS[entry.id]
+    return TaskSpec(
+        entry.id,
+        entry.entry_point,
+        entry.description,
+        TaskColumns(entry.name, (REWARD,), REWARD.name),
+    )
+
+
+def declared(short_name: str) -> TaskSpec | None:
+    """The declaration of the task with this short name, None for an env without one (results
+    files name their env by its short name)."""
+    return next((s for s in _SPECS.values() if s.short_name == short_name), None)
 
 
 def entries() -> list[EnvEntry]:

@@ -101,7 +101,9 @@ class CollabZooTaskset(vf.Taskset[CollabZooTask, CollabZooTasksetConfig]):
     def __init__(self, config: CollabZooTasksetConfig) -> None:
         super().__init__(config)
         if not config.env_id:
-            raise ValueError("name the collabzoo env: env_id (--env.taskset.env-id), e.g. 'tldr'")
+            raise ValueError(
+                "name the collabzoo env: env_id (--env.taskset.env-id), one `collabzoo list` names"
+            )
         entry = resolve(config.env_id)  # an unknown name raises, listing the known ones
         if config.sandbox is not None:
             from collabzoo.sandbox import KINDS

@@ -35,9 +35,9 @@ from table_cells import cell, code_cell, shorten
 from collabzoo.bench.published import MODELS, PUBLISHED, SOURCE
 from collabzoo.bench.teams import NoScriptedTeam, scripted_policy
 from collabzoo.envs import entries
-from collabzoo.envs.code import CodeEnv
 from collabzoo.envs.records import SPLITS
 from collabzoo.envs.registry import EnvEntry
+from collabzoo.tasks.code.envs import CodeEnv
 
 log = logging.getLogger("mkdocs.hooks.env_cards")
 
@@ -244,16 +244,17 @@ def docstring_summary(doc: str) -> str:
 
 
 def scoring_module(env_class: type) -> types.ModuleType | None:
-    """The `collabzoo.rewards` module the env's own module imports for its scoring."""
+    """The rewards module of its family (`collabzoo.tasks.<family>.rewards...`) that the env's
+    own module imports for its scoring."""
     import sys
 
     module = sys.modules[env_class.__module__]
+    family = ".".join(env_class.__module__.split(".")[:3])
     found = {
         value
         for value in vars(module).values()
         if isinstance(value, types.ModuleType)
-        and value.__name__.startswith("collabzoo.rewards.")
-        and value.__name__ not in ("collabzoo.rewards.breakdown", "collabzoo.rewards.commands")
+        and (value.__name__ + ".").startswith(f"{family}.rewards.")
     }
     return found.pop() if len(found) == 1 else None
 
@@ -329,7 +330,7 @@ def build_card(entry: EnvEntry) -> str:
     module = scoring_module(env_class)
     parts += ["## Reward"]
     if module is None:
-        log.warning("%s: no collabzoo.rewards module found for its card", entry.id)
+        log.warning("%s: no rewards module of its family found for its card", entry.id)
     else:
         parts += [
             f"Scored by `{module.__name__}`. Every step pays the whole team one reward; "

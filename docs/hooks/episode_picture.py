@@ -19,7 +19,7 @@ from xml.sax.saxutils import escape
 
 import collabzoo
 from collabzoo.envs.scripted_teams import scripted_team
-from collabzoo.rewards import strbuild as rules
+from collabzoo.tasks.building.rewards import strbuild as rules
 
 log = logging.getLogger("mkdocs.hooks.episode_picture")
 

@@ -25,7 +25,7 @@ import psutil  # noqa: E402  (one of vLLM's own requirements)
 
 from collabzoo.algos import MAGRPOConfig, MAGRPOTrainer, lora_team, tiny_causal_lm  # noqa: E402
 from collabzoo.bench import read_results  # noqa: E402
-from collabzoo.envs.tinycoop import TinyCoopEnv  # noqa: E402
+from collabzoo.tasks.tinycoop.envs import TinyCoopEnv  # noqa: E402
 from tests.lora_weights import seed_lora_weights  # noqa: E402
 
 VLLM_SHAPE = {"hidden_size": 128, "num_heads": 2, "num_kv_heads": 1}

@@ -1,7 +1,7 @@
 """StrBuild-v0: two builders with disjoint palettes draw a word in blocks (tasks.md section 4).
 
-The env is a thin shell over `collabzoo.rewards.strbuild`: it picks the target word, writes the
-prompts and feedback, and reports the reference score, its parts and the metrics.
+The env is a thin shell over `collabzoo.tasks.building.rewards.strbuild`: it picks the target
+word, writes the prompts and feedback, and reports the reference score, its parts and the metrics.
 """
 
 from __future__ import annotations
@@ -11,14 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from collabzoo.envs.building_prompts import (
-    BUILDER_ROLES,
-    cell_list,
-    identity_line,
-    rejected_summary,
-    score_line,
-)
-from collabzoo.envs.letter_font import render_text
 from collabzoo.envs.records import load_records, train_eval_split
 from collabzoo.envs.text_env import (
     TextCollabEnv,
@@ -26,7 +18,15 @@ from collabzoo.envs.text_env import (
     check_choice,
     check_positive_int,
 )
-from collabzoo.rewards import strbuild as rules
+from collabzoo.tasks.building.envs.letter_font import render_text
+from collabzoo.tasks.building.envs.prompts import (
+    BUILDER_ROLES,
+    cell_list,
+    identity_line,
+    rejected_summary,
+    score_line,
+)
+from collabzoo.tasks.building.rewards import strbuild as rules
 
 REFERENCE_TARGETS = ("I", "C", "M", "L", "MC", "CM", "LI", "LLM", "ICML", "CLIM")
 FEEDBACK_MODES = ("position", "score", "perfect")

@@ -1,8 +1,8 @@
 """HouseBuild-v0: two builders raise a 3-D house under resource caps and spiders (tasks.md §5).
 
-The env is a thin shell over `collabzoo.rewards.housebuild`. Its default task list is a set of
-procedurally generated houses shipped with the package, so it works offline; the reference
-houses load with `make("housebuild", data="houses.json")`.
+The env is a thin shell over `collabzoo.tasks.building.rewards.housebuild`. Its default task
+list is a set of procedurally generated houses shipped with the package, so it works offline;
+the reference houses load with `make("housebuild", data="houses.json")`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from collabzoo.envs.building_prompts import (
-    BUILDER_ROLES,
-    identity_line,
-    rejected_summary,
-    score_line,
-)
-from collabzoo.envs.house_generator import generate_houses
 from collabzoo.envs.records import load_records, train_eval_split
 from collabzoo.envs.text_env import (
     TextCollabEnv,
@@ -27,7 +20,14 @@ from collabzoo.envs.text_env import (
     check_choice,
     check_positive_int,
 )
-from collabzoo.rewards import housebuild as rules
+from collabzoo.tasks.building.envs.house_generator import generate_houses
+from collabzoo.tasks.building.envs.prompts import (
+    BUILDER_ROLES,
+    identity_line,
+    rejected_summary,
+    score_line,
+)
+from collabzoo.tasks.building.rewards import housebuild as rules
 
 FEEDBACK_MODES = ("score", "position", "resource")
 EMBEDDED_HOUSES = 24

@@ -38,12 +38,12 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from collabzoo.envs.housebuild import HouseBuildEnv
 from collabzoo.envs.records import ALL
-from collabzoo.envs.strbuild import StrBuildEnv
 from collabzoo.envs.text_env import check_choice, check_positive_int
-from collabzoo.rewards import housebuild as house_rules
-from collabzoo.rewards import strbuild as str_rules
+from collabzoo.tasks.building.envs.housebuild import HouseBuildEnv
+from collabzoo.tasks.building.envs.strbuild import StrBuildEnv
+from collabzoo.tasks.building.rewards import housebuild as house_rules
+from collabzoo.tasks.building.rewards import strbuild as str_rules
 
 REWARD_MODES = ("delta", "score")
 CHANNELS = 4

@@ -20,7 +20,7 @@ section 3; max 4.0):
     -0.5  the reference's narrow "aux result ignored" pattern (see `aux_ignored_reference`)
 
 Two readings of the answers and tests. `answer_reading="reference"`, the default, reproduces
-the reference's text rules (`collabzoo.rewards.code_reference_reading`: all fence markers
+the reference's text rules (`collabzoo.tasks.code.rewards.reference_reading`: all fence markers
 deleted, functions found by indentation, "return" found as text, the tests split line by line,
 `math` bound for the program), so the rewards equal the published ones on what real models
 write, quirks included: on the 149 real answer pairs of SmolLM2-135M-Instruct in the tests'
@@ -97,9 +97,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from collabzoo.rewards import code_reference_reading as reference
 from collabzoo.rewards.breakdown import RewardBreakdown
 from collabzoo.sandbox import ExecResult, Job, default_sandbox
+from collabzoo.tasks.code.rewards import reference_reading as reference
 
 AUX_NAME = "aux"
 MAX_SCORE = 4.0

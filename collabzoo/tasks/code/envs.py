@@ -3,7 +3,7 @@ section 3).
 
 Agent `aux` writes a helper `aux(...)`, agent `main` writes the problem's entry-point function
 and may call it; the joint program is tested in a sandbox and scored by
-`collabzoo.rewards.code` (max 4.0). The env picks the problem, writes the prompts and the turn
+`collabzoo.tasks.code.rewards` (max 4.0). The env picks the problem, writes the prompts and the turn
 feedback, and reports the score, its parts and the metrics. With `single_agent=True` one agent
 (`solver`) writes the whole solution, for single-model baselines.
 """
@@ -28,7 +28,7 @@ from collabzoo.envs.text_env import (
     check_choice,
     check_positive_int,
 )
-from collabzoo.rewards import code as rules
+from collabzoo.tasks.code import rewards as rules
 
 FEEDBACK_MODES = ("level", "plain")
 TEAM_ROLES = ("aux", "main")
@@ -93,7 +93,7 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
             "definitions" (also its other top-level functions, e.g. HumanEval/10's helper).
         answer_reading: how answers and tests are read: "reference" (default: the reference's
             text rules, so rewards equal the published ones on real output; see
-            `collabzoo.rewards.code_reference_reading`) or "clean" (balanced fences, functions
+            `collabzoo.tasks.code.rewards.reference_reading`) or "clean" (balanced fences, functions
             and returns found by Python's parser, tests split by the AST).
         splits: {"train": (start, stop), "eval": (start, stop)} slices of the dataset's
             records; default: the reference slices of the task. Split "all" is always every

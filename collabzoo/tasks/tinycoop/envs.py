@@ -3,7 +3,7 @@
 Built for byte-level language models of 0.1-1M parameters trained from scratch on a CPU: the
 observations are a few dozen characters, a random policy already wins about half the turns
 (a dense signal), and the best behaviour is one simple convention. The scoring lives in
-`collabzoo.rewards.tinycoop`; this env only deals the signals and writes the prompts.
+`collabzoo.tasks.tinycoop.rewards`; this env only deals the signals and writes the prompts.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from collabzoo.envs.text_env import TextCollabEnv, TurnResult
-from collabzoo.rewards import tinycoop as rules
+from collabzoo.tasks.tinycoop import rewards as rules
 
 MAX_ITEMS = 64
 

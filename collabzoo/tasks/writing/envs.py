@@ -5,7 +5,7 @@ TLDR: from a Reddit post, agent `concise` writes a short factual summary and age
 a longer one with a richer vocabulary and transition words. arXiv: from a paper abstract, agent
 `background` writes the background and motivation of an introduction and agent `methodology`
 its methods and implications. Neither sees the other's text. The pair is scored by
-`collabzoo.rewards.writing` (max 3.0 for both tasks); the env picks the source, writes the
+`collabzoo.tasks.writing.rewards` (max 3.0 for both tasks); the env picks the source, writes the
 prompts and the score feedback, and reports the levels reached.
 
 Data. `data=None` loads the reference slices from the Hugging Face hub (`trl-lib/tldr`:
@@ -33,7 +33,7 @@ from collabzoo.envs.hub import one_line
 from collabzoo.envs.records import ALL, REFERENCE_SPLITS, load_records, train_eval_split
 from collabzoo.envs.text_env import TextCollabEnv, TurnResult
 from collabzoo.rewards import RewardBreakdown
-from collabzoo.rewards import writing as rewards
+from collabzoo.tasks.writing import rewards
 
 SAMPLE = "sample"
 """`data=SAMPLE` selects the embedded sample."""

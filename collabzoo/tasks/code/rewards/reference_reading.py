@@ -3,9 +3,9 @@
 The published code reward (the reference task repository's `execution_reward_aux`) reads an
 answer with line and regex rules rather than a parser, and its numbers are defined by those
 rules, quirks included. `answer_reading="reference"` (the default of the code envs and of
-`collabzoo.rewards.code`) reads answers this way, so that rewards equal the published ones on
+`collabzoo.tasks.code.rewards`) reads answers this way, so that rewards equal the published ones on
 what real models write; `answer_reading="clean"` is collabzoo's parser-based reading (see
-`collabzoo.rewards.code`). What the reference does, and so what this module does:
+`collabzoo.tasks.code.rewards`). What the reference does, and so what this module does:
 
 * **Fences.** Every ```` ```python ```` and ```` ``` ```` marker is deleted wherever it stands,
   with the whitespace after it up to one newline; prose around the code stays. An answer with

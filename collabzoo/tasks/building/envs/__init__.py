@@ -1,0 +1,1 @@
+"""The building games' ParallelEnvs and their shared prompts."""
