@@ -315,6 +315,28 @@ def memory_table(results: dict[str, Any]) -> str:
     return markdown_table(header, cells, "lrrr")
 
 
+def headline(results: dict[str, Any]) -> dict[str, Any] | list:
+    """The summary's row: lean scoring with checkpointing against TRL's, on shared prompts at
+    the first thread count ([] when either is missing)."""
+    rows, threads = results["rows"], results["setup"]["threads"][0]
+    found = {(r["method"], r["layout"]): r for r in rows if r["threads"] == threads}
+    lean, trl = found.get(("lean+gc", "shared")), found.get(("trl", "shared"))
+    distinct = found.get(("lean+gc", "distinct"))
+    if lean is None or trl is None or distinct is None:
+        return []
+    return {
+        "benchmark": "Scoring memory",
+        "figure": (
+            f"one scoring pass at Qwen2.5's vocabulary: lean + checkpointing "
+            f"{lean['x_logits_tensor']:.2f}× (shared prompts) and "
+            f"{distinct['x_logits_tensor']:.2f}× (distinct) one bf16 [16, 256, V] logits "
+            f"tensor, TRL's {trl['x_logits_tensor']:.2f}×"
+        ),
+        "ratio": round(trl["above_model_gib"] / lean["above_model_gib"], 1),
+        "section": "Scoring memory",
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cpu")
@@ -381,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         "logits_tensor_bytes": LOGITS_TENSOR,
     }
     command = None if argv is None else [__file__, *argv]
-    write_results(args.json, {"setup": setup, "rows": rows}, argv=command)
+    results = {"setup": setup, "rows": rows}
+    write_results(args.json, {"headline": headline(results), **results}, argv=command)
     return 0
 
 
