@@ -193,7 +193,10 @@ def _digits(name: str, mean: float, published: bool) -> int:
 
 
 def _headers(columns: TaskColumns) -> list[str]:
-    scores = [f"{c.name} %{'' if c.higher_is_better else ' ↓'}" for c in columns.columns]
+    scores = [
+        f"{c.name}{' ' + c.unit if c.unit else ''}{'' if c.higher_is_better else ' ↓'}"
+        for c in columns.columns
+    ]
     return ["Method", "Protocol", "Data", "Split", "Episodes", "Time (s)", "Cost (tokens)", *scores]
 
 

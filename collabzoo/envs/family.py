@@ -32,6 +32,9 @@ class Column:
     metric: str
     higher_is_better: bool = True
     scale: float = 100.0
+    unit: str = "%"
+    """Shown after the name in the header: "%" for a rate (scale 100), "" for a count or a mean
+    read as it is (scale 1)."""
     defined_by: str | None = None
     """A metric that must be positive for this one to mean anything (e.g. StrBuild's Adj needs
     touching blocks): where it is 0 the episode's value is NaN, left out of the mean, and the
@@ -147,6 +150,9 @@ class TaskSpec:
     """What the env plays when no `data=` is given, as results files label it."""
     demo_metrics: tuple[str, ...] = ()
     """The metrics `collabzoo demo` shows (a task without them is not in its default set)."""
+    picture: str | Callable[[Any], str] | None = None
+    """A function of the env that draws its current state as an SVG document: the env card
+    draws its example episode with it, turn by turn."""
 
     @property
     def short_name(self) -> str:

@@ -32,9 +32,10 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 from table_cells import cell, code_cell, shorten
 
-from collabzoo.bench.published import MODELS, PUBLISHED, SOURCE
+from collabzoo.bench.published import SOURCE, models, published
 from collabzoo.bench.teams import NoScriptedTeam, scripted_policy
-from collabzoo.envs import entries
+from collabzoo.envs import entries, task_spec
+from collabzoo.envs.family import load
 from collabzoo.envs.records import SPLITS
 from collabzoo.envs.registry import EnvEntry
 from collabzoo.tasks.code.envs import CodeEnv
@@ -49,6 +50,8 @@ EXAMPLE_TEAMS = ("oracle", "heuristic")
 EXAMPLE = {"seed": 0, "split": "eval", "task": 0}
 ERROR_LIMIT = 300
 """Characters of an error a card quotes where its tasks or its example episode failed."""
+PICTURE_CLASS = "episode-state"
+"""The class of a task's state drawing on its card, for its size in extra.css."""
 CATALOGUE_CLASS = "env-catalogue"
 """The class of the block around the catalogue, for its column styles in extra.css."""
 REQUIRE_DATA = "COLLABZOO_DOCS_REQUIRE_DATA"
@@ -134,6 +137,8 @@ class Turn:
     metrics: dict[str, float]
     parsed: dict[str, Any]
     render: str | None
+    picture: str | None = None
+    """The task's own drawing of the state after the turn (`TaskSpec.picture`), an SVG."""
 
 
 @dataclass
@@ -143,6 +148,8 @@ class Episode:
     language: str
     """How the answers are highlighted: "python" for code tasks, else "text"."""
     turns: list[Turn] = field(default_factory=list)
+    start_picture: str | None = None
+    """The drawing of the state before the first turn."""
 
 
 def placeholder_code_team(env: Any) -> Callable[[Mapping[str, str]], dict[str, str]]:
@@ -195,7 +202,9 @@ def play_example(entry: EnvEntry, env: Any) -> Episode:
     )
     first = env.possible_agents[0]
     language = "python" if isinstance(env, CodeEnv) else "text"
-    episode = Episode(label, str(infos[first]["task_id"]), language)
+    spec = task_spec(entry.id)
+    draw = load(spec.picture) if spec.picture is not None else (lambda _env: None)
+    episode = Episode(label, str(infos[first]["task_id"]), language, start_picture=draw(env))
     while env.agents:
         actions = team(observations)
         shown = dict(observations)
@@ -210,6 +219,7 @@ def play_example(entry: EnvEntry, env: Any) -> Episode:
                 dict(info["metrics"]),
                 {agent: infos[agent].get("parsed") for agent in actions},
                 env.render(),
+                draw(env),
             )
         )
     return episode
@@ -444,19 +454,20 @@ def splits_section(
 
 
 def published_section(entry: EnvEntry) -> str:
-    rows = PUBLISHED.get(entry.short_name)
+    rows = published().get(entry.short_name)
     if not rows:
         return "No published rows for this task."
     names = list(rows[0].scores)
+    units = {c.name: c.unit for c in task_spec(entry.id).columns.columns}
     header = "| method | protocol | Time (s) | Cost (tokens) | " + " | ".join(
-        f"{n} %" for n in names
+        f"{n} {units.get(n, '%')}".rstrip() for n in names
     )
     lines = [header + " |", "|---|---|---:|---:|" + "---:|" * len(names)]
     for row in rows:
         scores = " | ".join(number(row.scores[n]) for n in names)
         lines.append(f"| {row.method} | {row.protocol} | {row.time} | {row.cost:.0f} | {scores} |")
     return (
-        f"From the {SOURCE}, on the benchmark data with {MODELS[entry.short_name]}. "
+        f"From the {SOURCE}, on the benchmark data with {models()[entry.short_name]}. "
         "`collabzoo leaderboard` prints them beside local rows.\n\n" + "\n".join(lines)
     )
 
@@ -486,6 +497,8 @@ def episode_section(episode: Episode | Exception) -> str:
         f"`{EXAMPLE['split']}`, `reset(seed={EXAMPLE['seed']})`: each agent's observation "
         "(click to open), its answer, and what the turn paid.",
     ]
+    if episode.start_picture:
+        lines.append(picture_block(episode.start_picture, "before the first turn"))
     for number_, turn in enumerate(episode.turns, start=1):
         lines.append(f"### Turn {number_}")
         for agent, observation in turn.observations.items():
@@ -507,12 +520,26 @@ def episode_section(episode: Episode | Exception) -> str:
         lines.append(
             "Metrics: " + ", ".join(f"`{k}` = {number(float(v))}" for k, v in turn.metrics.items())
         )
+        if turn.picture:
+            lines.append(picture_block(turn.picture, f"after turn {number_}"))
         if turn.render:
             lines.append(
                 f'??? abstract "render() after turn {number_}"\n\n'
                 + fenced(turn.render, indent="    ")
             )
     return "\n\n".join(lines)
+
+
+def picture_block(svg: str, when: str) -> str:
+    """The task's drawing of its state, inline, with a caption (raw HTML: one line per tag, no
+    blank line inside, so Markdown leaves it alone)."""
+    body = "\n".join(line for line in svg.strip().splitlines() if line.strip())
+    if not body.startswith("<svg"):
+        raise PluginError(f"a task's picture must be an SVG document, got {body[:40]!r}")
+    return (
+        f'<figure class="{PICTURE_CLASS}">\n{body}\n'
+        f"<figcaption>The state {when}.</figcaption>\n</figure>"
+    )
 
 
 def reward_table(turn: Turn) -> str:
