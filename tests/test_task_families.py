@@ -180,7 +180,21 @@ def test_the_readmes_first_command_gives_the_same_leaderboard(tmp_path: Path) ->
             cells[5] = "TIME"
         lines.append(" | ".join(cells))
     expected = (REPOSITORY / "tests" / "data" / "readme_leaderboard.md").read_text()
-    assert "\n".join(lines) + "\n" == expected
+    got = sections("\n".join(lines) + "\n")
+    before = sections(expected)
+    # the tasks the golden file holds read the same; a family added since adds its own table
+    assert {title: got.get(title) for title in before} == before
+    assert list(got)[: len(before)] == list(before)
+
+
+def sections(board: str) -> dict[str, str]:
+    """A leaderboard by its parts: the text before the first table, then each task's table."""
+    head, *tables = board.split("\n## ")
+    found = {"": head.split(" run(s).")[1]}  # the run count grows with the tasks
+    for table in tables:
+        title, _, body = table.partition("\n")
+        found[title] = body
+    return found
 
 
 def test_the_suites_tables_come_from_the_declarations() -> None:
@@ -188,9 +202,11 @@ def test_the_suites_tables_come_from_the_declarations() -> None:
     from collabzoo.bench.published import published
     from collabzoo.envs import register, task_spec
 
-    assert board_order() == [
+    seed_tasks = [
         "tldr", "arxiv", "coophumaneval", "humaneval", "mbpp", "strbuild", "housebuild", "tinycoop"
     ]  # fmt: skip
+    assert [name for name in board_order() if name in seed_tasks] == seed_tasks
+    assert board_order()[: len(seed_tasks)] == seed_tasks  # the paper's tasks, then the rest
     assert [r.scores for r in published()["strbuild"]][-1] == {"Adj": 7.3, "IoU": 68.5}
     assert [c.name for c in task_columns("housebuild").columns] == ["HP", "IoU"]
     register("collabzoo/PlainEnvCheck-v0", "collabzoo.tasks.tinycoop.envs:TinyCoopEnv", "plain")

@@ -1,0 +1,334 @@
+"""BridgeBuild's scripted teams. Each reads only its own observation (the newest prompt in it).
+
+The oracle: on turn 1 each worker walks a loop that brings the whole map into sight, ending on
+the far edge, and probes the candidate pillars nearest its own anchor; on turn 2 it walks on to
+the far anchor (worker A to T, worker B to S: CoTI's walking bonus in full). From turn 2 on
+both know the map's layout, so both derive the same meeting cell M from it alone: a water cell
+with no pillar beside it, halfway along the least risky S-T route. Each worker then plans its
+own half (A from S to M, B from T to M) with what it knows of pillar types, its own probes and
+the ones its teammate's messages report: a half that touches no pillar of unknown or fake type
+is filled at once; otherwise it probes the unknown pillars on that half, nearest its anchor
+first, and fills on the last turn whatever it knows by then. Every message carries the
+sender's probe results and M.
+
+The naive team fills straight lines blind: worker A the column below its S, worker B the whole
+row above its T, on turn 1, fake pillars or not.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from collabzoo.tasks.bridgebuild.envs import HEADER, LETTERS
+
+Coord = tuple[int, int]
+_TURN = re.compile(r"worker ([AB]) of (\d+), turn (\d+) of (\d+)\.")
+_SIZE = re.compile(r"The map is (\d+) x (\d+) cells")
+_SIGHT = re.compile(r"^- Sight: (\d+) cells", re.MULTILINE)
+_PROBES = re.compile(r"^- probe: at most (\d+) cells", re.MULTILINE)
+_FILLS = re.compile(r"^- cmds: at most (\d+) fill commands", re.MULTILINE)
+_BLOCKS = re.compile(r"^Blocks you may place: (.*)$", re.MULTILINE)
+FIELDS = {
+    "position": "Position",
+    "anchors": "Anchors in sight",
+    "land": "Land in sight",
+    "filled": "Placed blocks in sight",
+    "pillars": "Candidate pillars in sight (type hidden)",
+    "probed": "Your probe results",
+}
+RISK = 1_000
+"""The cost of touching one pillar of unknown type (a route's blocks count first by these)."""
+FAKE = 1_000_000
+"""The cost of touching a known fake pillar."""
+
+
+@dataclass
+class View:
+    """What one prompt says."""
+
+    me: int
+    turn: int
+    turns: int
+    width: int
+    height: int
+    sight: int
+    max_probe: int
+    max_fills: int
+    block: str
+    position: Coord
+    anchors: dict[str, set[Coord]]
+    land: set[Coord]
+    filled: set[Coord]
+    pillars: set[Coord]
+    types: dict[Coord, str] = field(default_factory=dict)
+    """Pillar types known: own probes, then what the teammate reported."""
+    own: dict[Coord, str] = field(default_factory=dict)
+
+
+def _newest_prompt(observation: str) -> str:
+    at = observation.rfind(HEADER)
+    if at < 0:
+        raise ValueError("no BridgeBuild prompt ('BridgeBuild - worker A of 2, ...') in view")
+    return observation[at:]
+
+
+def _field(prompt: str, label: str) -> Any:
+    match = re.search(rf"^- {re.escape(label)}: (.*)$", prompt, re.MULTILINE)
+    if match is None:
+        raise ValueError(f"no '{label}:' line in the BridgeBuild prompt")
+    return json.loads(match.group(1))
+
+
+def _cells(values: Iterable[Any]) -> set[Coord]:
+    return {(int(v[0]), int(v[1])) for v in values}
+
+
+def read_view(observation: str) -> View:
+    prompt = _newest_prompt(observation)
+    turn, size = _TURN.search(prompt), _SIZE.search(prompt)
+    numbers = [_SIGHT.search(prompt), _PROBES.search(prompt), _FILLS.search(prompt)]
+    blocks = _BLOCKS.search(prompt)
+    if turn is None or size is None or blocks is None or any(m is None for m in numbers):
+        raise ValueError("a BridgeBuild prompt without its turn, size, sight or budget lines")
+    me = LETTERS.index(turn.group(1))
+    other = LETTERS[1 - me]
+    anchors: dict[str, set[Coord]] = {"S": set(), "T": set()}
+    for anchor in _field(prompt, FIELDS["anchors"]):
+        anchors[anchor["kind"]].add((int(anchor["coord"][0]), int(anchor["coord"][1])))
+    view = View(
+        me=me,
+        turn=int(turn.group(3)),
+        turns=int(turn.group(4)),
+        width=int(size.group(1)),
+        height=int(size.group(2)),
+        sight=int(numbers[0].group(1)),  # type: ignore[union-attr]
+        max_probe=int(numbers[1].group(1)),  # type: ignore[union-attr]
+        max_fills=int(numbers[2].group(1)),  # type: ignore[union-attr]
+        block=json.loads(blocks.group(1))[0],
+        position=tuple(_field(prompt, FIELDS["position"])),  # type: ignore[arg-type]
+        anchors=anchors,
+        land=_cells(_field(prompt, FIELDS["land"])),
+        filled=_cells(_field(prompt, FIELDS["filled"])),
+        pillars=_cells(_field(prompt, FIELDS["pillars"])),
+    )
+    for result in _field(prompt, FIELDS["probed"]):
+        cell = (int(result["coord"][0]), int(result["coord"][1]))
+        view.own[cell] = result["type"]
+    for message in _field(prompt, f"Messages from worker {other}, oldest first"):
+        facts = message.get("discovered_pillars", []) if isinstance(message, dict) else []
+        for fact in facts:
+            if isinstance(fact, dict) and fact.get("type") in ("Y", "N"):
+                view.types[(int(fact["x"]), int(fact["z"]))] = fact["type"]
+    view.types.update({c: t for c, t in view.own.items() if t in ("Y", "N")})
+    return view
+
+
+def _neighbours(cell: Coord) -> tuple[Coord, ...]:
+    x, z = cell
+    return ((x - 1, z), (x + 1, z), (x, z - 1), (x, z + 1))
+
+
+def _walk(start: Coord, goal: Coord) -> list[Coord]:
+    """King steps from start to goal (start excluded)."""
+    (x, z), out = start, []
+    while (x, z) != goal:
+        x += (goal[0] > x) - (goal[0] < x)
+        z += (goal[1] > z) - (goal[1] < z)
+        out.append((x, z))
+    return out
+
+
+def _stops(size: int, sight: int) -> list[int]:
+    """Rows (or columns) to walk along so that every row is within sight of one."""
+    stops, at = [], min(sight, size - 1)
+    while True:
+        stops.append(at)
+        if at + sight >= size - 1:
+            return stops
+        at = min(at + 2 * sight + 1, max(size - 1 - sight, 0))
+
+
+def exploration_path(view: View) -> list[Coord]:
+    """A loop that sees every cell, from my side of the map to the far anchor."""
+    rows = _stops(view.height, view.sight)
+    columns = _stops(view.width, view.sight)
+    mine = view.anchors["S" if view.me == 0 else "T"]
+    far_side = view.position[1] < view.height / 2
+    if not far_side:
+        rows = rows[::-1]
+    waypoints = []
+    for k, z in enumerate(rows):
+        waypoints += [(x, z) for x in (columns if k % 2 == 0 else columns[::-1])]
+    # the far anchor: the map's other edge, straight across from my own anchor
+    anchor = min(mine) if mine else view.position
+    target = (anchor[0], view.height - 1 if far_side else 0)
+    path = [view.position]
+    for point in [*waypoints, target]:
+        path += _walk(path[-1], point)
+    return path
+
+
+def _layout(view: View) -> tuple[set[Coord], set[Coord]]:
+    """(cells a route may use, water cells) of the map as seen."""
+    cells = {(x, z) for x in range(view.width) for z in range(view.height)}
+    anchors = view.anchors["S"] | view.anchors["T"]
+    water = cells - view.land - view.pillars
+    return water | view.pillars | anchors, water
+
+
+def _route(
+    view: View, starts: set[Coord], goals: set[Coord], cost_of: Any, usable: set[Coord]
+) -> list[Coord]:
+    """The cheapest route from any start to any goal (ties: row then column order)."""
+    best = {s: 0 for s in starts}
+    heap = [(0, s[1], s[0], s) for s in sorted(starts)]
+    back: dict[Coord, Coord] = {}
+    while heap:
+        cost, _, _, cell = heapq.heappop(heap)
+        if cost > best.get(cell, cost):
+            continue
+        if cell in goals:
+            route = [cell]
+            while route[-1] in back:
+                route.append(back[route[-1]])
+            return route[::-1]
+        for nb in _neighbours(cell):
+            if nb not in usable or nb in starts:
+                continue
+            step = cost + cost_of(nb)
+            if step < best.get(nb, step + 1):
+                best[nb] = step
+                back[nb] = cell
+                heapq.heappush(heap, (step, nb[1], nb[0], nb))
+    return []
+
+
+def meeting_cell(view: View) -> Coord | None:
+    """The cell both workers meet at, from the layout alone (both see the same layout)."""
+    usable, water = _layout(view)
+
+    def risk(cell: Coord) -> int:
+        if cell in view.pillars:
+            return 2 * RISK
+        if cell in water:
+            return 1 + RISK // 20 * sum(nb in view.pillars for nb in _neighbours(cell))
+        return 0
+
+    route = _route(view, view.anchors["S"], view.anchors["T"], risk, usable)
+    fills = [c for c in route if c in water]
+    if not fills:
+        return None
+    safe = [c for c in fills if not any(nb in view.pillars for nb in _neighbours(c))]
+    middle = (len(fills) - 1) / 2
+    pool = safe or fills
+    return min(pool, key=lambda c: (abs(fills.index(c) - middle), fills.index(c)))
+
+
+def half_route(view: View, goal: Coord) -> tuple[list[Coord], list[Coord]]:
+    """My half: (water cells to fill, in order from my anchor; pillars of unknown type it
+    touches, in the same order)."""
+    usable, water = _layout(view)
+    unknown = {p for p in view.pillars if p not in view.types}
+    fake = {p for p, t in view.types.items() if t == "N"}
+
+    def cost(cell: Coord) -> int:
+        if cell in view.pillars:
+            return FAKE if cell in fake else 0 if view.types.get(cell) == "Y" else RISK
+        if cell in view.filled or cell not in water:
+            return 0
+        beside = _neighbours(cell)
+        return (
+            1 + FAKE * sum(nb in fake for nb in beside) + RISK * sum(nb in unknown for nb in beside)
+        )
+
+    starts = view.anchors["S" if view.me == 0 else "T"]
+    route = _route(view, starts, {goal}, cost, usable)
+    to_fill = [c for c in route if c in water and c not in view.filled]
+    touched: list[Coord] = []
+    for cell in route:
+        around = [cell] if cell in view.pillars else []
+        around += [nb for nb in _neighbours(cell) if cell in to_fill]
+        touched += [p for p in around if p in unknown and p not in touched]
+    return to_fill, touched
+
+
+def _fill_commands(cells: list[Coord], block: str, cap: int) -> list[str]:
+    """Fill commands for cells, runs along a row or a column merged."""
+    commands: list[str] = []
+    todo = sorted(cells, key=lambda c: (c[1], c[0]))
+    done: set[Coord] = set()
+    for cell in todo:
+        if cell in done:
+            continue
+        x, z = cell
+        row = [cell]
+        while (row[-1][0] + 1, z) in todo and (row[-1][0] + 1, z) not in done:
+            row.append((row[-1][0] + 1, z))
+        column = [cell]
+        while (x, column[-1][1] + 1) in todo and (x, column[-1][1] + 1) not in done:
+            column.append((x, column[-1][1] + 1))
+        run = row if len(row) >= len(column) else column
+        done.update(run)
+        commands.append(f"/fill {run[0][0]} {run[0][1]} {run[-1][0]} {run[-1][1]} {block}")
+    return commands[:cap]
+
+
+def _answer(comm: dict, probe: list[Coord], cmds: list[str], path: list[Coord]) -> str:
+    return json.dumps(
+        {
+            "comm": comm,
+            "probe": [list(c) for c in probe],
+            "cmds": cmds,
+            "path": [list(c) for c in path],
+        },
+        separators=(",", ":"),
+    )
+
+
+def bridgebuild_oracle(observation: str) -> str:
+    view = read_view(observation)
+    mine = view.anchors["S" if view.me == 0 else "T"]
+    if view.turn == 1:
+        near = sorted(
+            (p for p in view.pillars if p not in view.own),
+            key=lambda p: (min(abs(p[0] - a[0]) + abs(p[1] - a[1]) for a in mine), p[1], p[0]),
+        )
+        return _answer({}, near[: view.max_probe], [], exploration_path(view))
+    goal = meeting_cell(view)
+    if goal is None:  # nothing to build: S and T already touch
+        return _answer({}, [], [], [view.position])
+    to_fill, touched = half_route(view, goal)
+    last_turn = view.turn >= view.turns
+    cmds = _fill_commands(to_fill, view.block, view.max_fills) if not touched or last_turn else []
+    probes = [] if not touched or last_turn else touched[: view.max_probe]
+    facts = [
+        {"x": x, "z": z, "type": t, "source": "self_probe"}
+        for (x, z), t in sorted(view.own.items(), key=lambda item: (item[0][1], item[0][0]))
+        if t in ("Y", "N")
+    ]
+    comm = {"discovered_pillars": facts, "meeting_point": list(goal)} if facts else {}
+    far = view.anchors["T" if view.me == 0 else "S"]
+    walk = [view.position]
+    if far and view.position not in far:  # CoTI pays for the walk toward the far anchor
+        nearest = min(
+            far, key=lambda a: (abs(a[0] - view.position[0]) + abs(a[1] - view.position[1]), a)
+        )
+        walk += _walk(view.position, nearest)
+    return _answer(comm, probes, cmds, walk)
+
+
+def bridgebuild_naive(observation: str) -> str:
+    """Straight lines blind: worker A the column below its S, worker B the row above its T."""
+    view = read_view(observation)
+    if view.me == 0:
+        x, z = min(view.anchors["S"], key=lambda c: (c[1], c[0]))
+        cmd = f"/fill {x} {z + 1} {x} {view.height - 2} {view.block}"
+    else:
+        _, z = min(view.anchors["T"], key=lambda c: (c[1], c[0]))
+        cmd = f"/fill 0 {z - 1} {view.width - 1} {z - 1} {view.block}"
+    return _answer({}, [], [cmd], [view.position])

@@ -1,0 +1,532 @@
+"""BridgeBuild: the reference's reward and reading (conformance cases made by running the
+reference simulator, tests/data/bridgebuild_conformance.json), fog of war, messages, the end of
+an episode, determinism, copies, the scripted teams on every shipped map, and the CoTI option."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import collabzoo
+from collabzoo.envs.scripted_teams import scripted_team
+from collabzoo.tasks.bridgebuild import rewards as rules
+from collabzoo.tasks.bridgebuild import teams
+from collabzoo.tasks.bridgebuild.envs import DATA_FILE, BridgeBuildEnv, load_maps, picture
+from tests.conftest import require
+
+CASES = json.loads((Path(__file__).parent / "data" / "bridgebuild_conformance.json").read_text())
+FILES = ("data.json", "data2.json", "diag.json")
+REASONS = {
+    "exceeds max_commands": "over the cap of",
+    "cmd must be": "not a fill command",
+    "block not allowed": "block ",
+    "fill coord out of map": "a corner lies outside",
+    "fill coords must be absolute": "corners must be absolute",
+}
+"""The reference's rejection reasons and the start of ours for the same rule."""
+
+
+@pytest.fixture(scope="module")
+def bridge_data(shared_data: Path) -> Path:
+    return require(shared_data / "bridgebuild", "the reference BridgeBuild maps")
+
+
+@pytest.fixture(scope="module")
+def maps(bridge_data: Path) -> dict[str, list[rules.BridgeMap]]:
+    return {name: load_maps(bridge_data / name) for name in FILES}
+
+
+def idle(env: BridgeBuildEnv) -> dict[str, str]:
+    """Both workers stay, probe nothing, place nothing and say nothing."""
+    return {
+        a: json.dumps({"path": [list(env.game.positions[k])]}) for k, a in enumerate(env.agents)
+    }
+
+
+def answer(comm=None, probe=(), cmds=(), path=None) -> str:
+    return json.dumps({"comm": comm or {}, "probe": list(probe), "cmds": list(cmds), "path": path})
+
+
+# ----- conformance with the reference ---------------------------------------------------------
+def test_the_cases_cover_what_they_should() -> None:
+    episodes = CASES["episodes"]
+    metrics = [
+        dict(zip(CASES["metric_keys"], t["metrics"], strict=True))
+        for e in episodes
+        for t in e["turns"]
+    ]
+    assert {e["file"] for e in episodes} == set(FILES)
+    assert (
+        sum(m["connected"] for m in metrics) >= 10
+        and sum(m["new_adjacent_n_count"] > 0 for m in metrics) >= 10
+    )
+    assert sum(m["new_cc_merge_count"] > 0 for m in metrics) >= 10
+    assert any(m["reward"] == 0 and m["terminated"] and m["turn_index"] is None for m in metrics)
+    reasons = {
+        r[1].split("=")[0].split(":")[0]
+        for e in episodes
+        for t in e["turns"]
+        for p in t["parsed"]
+        for r in p["rejected"]
+    }
+    assert {k for k in REASONS if any(r.startswith(k) for r in reasons)} == set(REASONS)
+
+
+@pytest.mark.parametrize("case", range(len(CASES["episodes"])))
+def test_turns_match_the_reference(case: int, maps: dict[str, list[rules.BridgeMap]]) -> None:
+    """Every reward term, count, reading and state field of every turn, as the reference's."""
+    episode = CASES["episodes"][case]
+    bmap = maps[episode["file"]][episode["index"]]
+    assert bmap.task_id == episode["task_id"]
+    coti = episode["reward"] == "coti"
+    play = rules.BridgeRules(max_probe=episode["max_probe"], reward=episode["reward"])
+    state = rules.initial_state(bmap, 4)
+    for t, turn in enumerate(episode["turns"]):
+        where = f"{episode['file']} {bmap.task_id} turn {t}"
+        outcome = rules.play_turn(bmap, state, turn["answers"], play)
+        parts, metrics = outcome.breakdown.components, outcome.breakdown.metrics
+        assert math.isclose(sum(parts.values()), outcome.breakdown.total, abs_tol=1e-12)
+        ref = dict(zip(CASES["metric_keys"], turn["metrics"], strict=True))
+        if coti:
+            ref_coti = dict(zip(CASES["coti_keys"], turn["coti_metrics"], strict=True))
+            assert outcome.breakdown.total == pytest.approx(ref_coti["reward"], abs=1e-9), where
+            for key in CASES["coti_keys"][1:9]:
+                sign = -1 if key.startswith("penalty") else 1
+                assert sign * parts[key] == pytest.approx(ref_coti[key], abs=1e-9), (where, key)
+            for key in CASES["coti_keys"][9:]:
+                assert metrics[key] == ref_coti[key], (where, key)
+            base = [k for k in rules.BASE_TERMS if k not in ref_coti]
+        else:
+            assert outcome.breakdown.total == pytest.approx(ref["reward"], abs=1e-9), where
+            assert set(parts) == set(rules.BASE_TERMS)
+            base = list(rules.BASE_TERMS)
+        for key in base:
+            sign = -1 if key.startswith("penalty") else 1
+            assert sign * parts[key] == pytest.approx(ref[key], abs=1e-9), (where, key)
+        for key in CASES["metric_keys"][7:]:
+            expected = ref[key]
+            if key == "turn_index" and expected is None:  # a frozen turn: the state's own
+                expected = state.turn_index
+            if key == "gap_st" and expected is None:
+                expected = -1
+            assert metrics[key] == float(expected), (where, key)
+        for k, (mine, theirs) in enumerate(zip(outcome.parsed, turn["parsed"], strict=True)):
+            assert mine.comm_tokens == theirs["comm_tokens"], (where, k)
+            assert bool(mine.comm_text) == theirs["comm_sent"], (where, k)
+            assert [list(c) for c in mine.probes] == theirs["probes"], (where, k)
+            assert [list(f) for f in mine.fills] == theirs["fills"], (where, k)
+            assert ([list(c) for c in mine.path] if mine.path_valid else None) == theirs["path"]
+            assert len(mine.rejected_fills) == len(theirs["rejected"]), (where, k)
+            for ours, (line, reason) in zip(mine.rejected_fills, theirs["rejected"], strict=True):
+                rule = next(r for r in REASONS if reason.startswith(r))
+                assert ours["line"][:40] == line and ours["reason"].startswith(REASONS[rule])
+        got, want = outcome.state, turn["state"]
+        assert got.turn_index == want["turn_index"], where
+        assert [list(c) for c in rules.sorted_cells(got.filled_cells())] == want["filled"], where
+        assert [list(p) for p in got.positions] == want["positions"], where
+        assert [[list(c) for c in rules.sorted_cells(o)] for o in got.origins] == want["origins"]
+        known = [{f"{x},{z}": v for (x, z), v in sorted(k.items())} for k in got.known]
+        assert known == want["known"], where
+        assert (got.connected, got.terminated) == (want["connected"], want["terminated"]), where
+        for k, seen in enumerate(turn.get("observations", [])):
+            assert rules.agent_view(bmap, got, k, 3) == seen, (where, k)
+        state = got
+
+
+def test_action_reading_matches_the_reference() -> None:
+    for case in CASES["extraction"]:
+        assert repr(rules.read_action(case["text"]).obj) == case["repr"], case["text"]
+
+
+def quadratic_scan(raw: str) -> dict[int, int]:
+    """The reference's balanced-brace scan as the spec describes it: from every `{`, count
+    braces outside quoted strings (backslash escapes inside them) until the count is 0."""
+    ends = {}
+    for start, ch in enumerate(raw):
+        if ch != "{":
+            continue
+        depth, quote, escape = 0, "", False
+        for end in range(start, len(raw)):
+            cur = raw[end]
+            if quote:
+                if escape:
+                    escape = False
+                elif cur == "\\":
+                    escape = True
+                elif cur == quote:
+                    quote = ""
+                continue
+            if cur in "\"'":
+                quote = cur
+            elif cur == "{":
+                depth += 1
+            elif cur == "}":
+                depth -= 1
+                if depth == 0:
+                    ends[start] = end
+                    break
+    return ends
+
+
+PIECES = ["{", "}", "[", "]", '"', "'", "\\", 'a"', '\\"', ":", "x", "{}", '"}']
+TEXTS = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS)
+def test_the_one_pass_scan_is_the_quadratic_scan(raw: str) -> None:
+    assert rules.balanced_ends(raw) == quadratic_scan(raw)
+
+
+def test_the_scan_and_the_repair_on_many_seeded_texts() -> None:
+    rng = random.Random(0)
+    for _ in range(3000):
+        raw = "".join(rng.choice(PIECES) for _ in range(rng.randrange(30)))
+        assert rules.balanced_ends(raw) == quadratic_scan(raw), raw
+        assert rules.repair_brackets(raw) == char_by_char_repair(raw), raw
+
+
+def char_by_char_repair(text: str) -> str:
+    """The reference's bracket repair as the spec describes it, one character at a time: outside
+    quoted strings a closer that matches nothing is dropped; what is left open is closed."""
+    out, closers, quote, escape = [], [], "", False
+    for ch in text:
+        if quote:
+            out.append(ch)
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == quote:
+                quote = ""
+            continue
+        if ch in "\"'":
+            quote = ch
+        elif ch in "{[":
+            closers.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not closers or closers[-1] != ch:
+                continue
+            closers.pop()
+        out.append(ch)
+    return "".join(out + closers[::-1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS)
+def test_the_repair_is_the_character_by_character_repair(text: str) -> None:
+    assert rules.repair_brackets(text) == char_by_char_repair(text)
+
+
+# ----- reading quirks -------------------------------------------------------------------------
+@pytest.fixture
+def first_map() -> rules.BridgeMap:
+    return load_maps(DATA_FILE)[0]
+
+
+def parse(text: str, bmap: rules.BridgeMap, max_probe: int = 2) -> rules.ParsedAction:
+    return rules.parse_action(
+        text,
+        bmap=bmap,
+        position=(1, 0),
+        palette=["oak_planks"],
+        max_commands=20,
+        max_probe=max_probe,
+    )
+
+
+def test_the_object_with_most_keys_wins_and_a_tie_goes_to_the_later(first_map) -> None:
+    assert parse('{"probe": [[1,1]]} then {"probe": [[2,2]]}', first_map).probes == [(2, 2)]
+    both = '{"probe": [[1,1]], "cmds": []} then {"probe": [[2,2]]}'
+    assert parse(both, first_map).probes == [(1, 1)]
+    assert rules.read_action('{"a": 1} {"b": 2}').obj == {"b": 2}  # no action keys: the last
+    assert rules.read_action('{"a": 1} {"b": 2}').found == "other object"
+
+
+def test_unclosed_brackets_are_repaired_and_python_literals_read(first_map) -> None:
+    cut = '{"comm": {"k": 1}, "probe": [[3, 3]], "cmds": ["/fill 0 1 2 1 oak_planks"], ' + (
+        '"path": [[1, 0], [2, 1]'
+    )
+    parsed = parse(cut, first_map)
+    assert parsed.probes == [(3, 3)] and parsed.fills == [(0, 1, 2, 1, "oak_planks")]
+    assert parsed.path_valid and parsed.comm == {"k": 1}
+    literal = "{'probe': [(3, 3)], 'cmds': ['fill 2 1 0 1 minecraft:oak_planks'], 'path': []}"
+    parsed = parse("```python\n" + literal + "\n```\nthanks", first_map)
+    assert parsed.probes == [(3, 3)] and parsed.fills == [(0, 1, 2, 1, "oak_planks")]
+    assert rules.repair_brackets('{"a": [1, "]}"}]') == '{"a": [1, "]}"]}'
+
+
+def test_bad_parts_are_reported_with_reasons_and_never_raise(first_map) -> None:
+    text = json.dumps(
+        {
+            "comm": "hello",
+            "probe": ["3,3", [99, 1], "x", {"x": 2, "z": 1}, [2, 2]],
+            "cmds": [
+                "/fill 0 1 1 1 stone",
+                "/fill ~1 1 1 1 oak_planks",
+                "/setblock 1 1 1 x",
+                "/fill 0 1 20 1 oak_planks",
+                "/fill 0 1 0 1 oak_planks",
+            ],
+            "path": [[1, 0], [3, 0]],
+        }
+    )
+    parsed = parse(text, first_map)
+    report = parsed.report()
+    assert parsed.comm is None and "not sent" in report["message_problem"]
+    assert parsed.probes == [(3, 3), (2, 1)]
+    assert [r["reason"] for r in report["rejected_probes"]] == [
+        "outside the map",
+        "not a cell",
+        "over the cap of 2 probes",
+    ]
+    assert report["accepted"] == ["/fill 0 1 0 1 oak_planks"]
+    assert [r["reason"].split(" ")[0] for r in report["rejected"]] == [
+        "block",
+        "corners",
+        "not",
+        "a",
+    ]
+    assert not parsed.path_valid and "jumps" in report["path_problem"] and parsed.path == [(1, 0)]
+    off_the_map = parse(json.dumps({"path": [[1, 0], [0, 0], [-1, 0]]}), first_map)
+    assert not off_the_map.path_valid and "not a cell of the map" in off_the_map.path_problem
+    nothing = parse("I would build a bridge.", first_map).report()
+    assert nothing["found"] == "nothing" and nothing["accepted"] == [] and nothing["path"] == []
+
+
+@pytest.mark.parametrize(
+    "junk", ["", "{" * 65536, "x" * 1_000_000, "\x00\ud800{'a':" * 500, '"\\' * 3000, "```" * 999]
+)
+def test_any_text_is_a_scored_action(junk: str) -> None:
+    env = collabzoo.make("bridgebuild", horizon=1)
+    env.reset(seed=0)
+    _, rewards, terminations, _, infos = env.step({a: junk for a in env.possible_agents})
+    assert math.isfinite(rewards["worker_a"]) and rewards["worker_a"] <= env.max_reward
+    assert all(terminations.values()) and infos["worker_a"]["parsed"]["accepted"] == []
+
+
+# ----- the env --------------------------------------------------------------------------------
+def test_fog_of_war_is_cumulative_and_live() -> None:
+    env = collabzoo.make("bridgebuild", split="all")
+    obs, _ = env.reset(seed=0, options={"task": "bridge_build_diag_0001"})
+    view = teams.read_view(obs["worker_a"])
+    assert view.pillars == {(1, 2), (2, 2), (3, 3)} and (6, 1) not in view.pillars
+    assert view.anchors == {"S": {(1, 0)}, "T": set()}
+    walk = [[1, 0], [2, 1], [3, 1], [4, 1], [3, 1], [2, 1], [1, 1]]  # out and back
+    b_fill = "/fill 6 2 6 2 oak_planks"  # worker B fills a cell only worker A has seen
+    obs, *_ = env.step(
+        {"worker_a": answer(path=walk), "worker_b": answer(cmds=[b_fill], path=[[11, 10]])}
+    )
+    view = teams.read_view(obs["worker_a"])
+    assert (6, 1) in view.pillars and (9, 1) not in view.pillars and view.position == (1, 1)
+    assert view.filled == {(6, 2)}
+    assert teams.read_view(obs["worker_b"]).filled == set()  # B has not seen its own block
+    obs, *_ = env.step(idle(env))
+    assert (6, 1) in teams.read_view(obs["worker_a"]).pillars  # still in sight after leaving
+
+
+def test_a_message_reaches_only_the_partner_from_the_next_turn() -> None:
+    env = collabzoo.make("bridgebuild")
+    env.reset(seed=3)
+    twin = copy.deepcopy(env)
+    note = {"discovered_pillars": [{"x": 2, "z": 2, "type": "Y", "source": "self_probe"}]}
+    said = {**idle(env), "worker_a": answer(comm=note, path=[list(env.game.positions[0])])}
+    obs, _, _, _, infos = env.step(said)
+    quiet, *_ = twin.step(idle(twin))
+    assert json.dumps(note, separators=(",", ":")) in obs["worker_b"]
+    assert obs["worker_b"] != quiet["worker_b"] and obs["worker_a"] == quiet["worker_a"]
+    assert infos["worker_a"]["metrics"]["message_tokens"] == rules.count_tokens(
+        json.dumps(note, separators=(",", ":"))
+    )
+    obs, *_ = env.step(idle(env))
+    assert obs["worker_b"].count('"source":"self_probe"') == 1  # kept, shown every turn
+
+
+def test_the_episode_ends_when_s_and_t_link() -> None:
+    env = collabzoo.make("bridgebuild")
+    naive = scripted_team("bridgebuild", "naive")
+    obs, _ = env.reset(seed=0)
+    _, _, terminations, _, infos = env.step(naive(obs))
+    assert env.agents == [] and all(terminations.values()) and env.turn == 1
+    parts = infos["worker_a"]["reward_components"]
+    assert parts["bonus_terminal_connect"] == 2.0 and parts["bonus_gap_st"] == 5.0
+    assert infos["worker_a"]["metrics"]["connected"] == 1.0
+
+
+@pytest.mark.parametrize("reward", ["comlrl", "coti"])
+def test_turns_after_the_end_change_nothing_and_pay_zero(reward: str) -> None:
+    env = collabzoo.make("bridgebuild", early_end=False, reward=reward)
+    naive = scripted_team("bridgebuild", "naive")
+    env.reset(seed=0)
+    obs, *_ = env.step(idle(env))
+    obs, *_ = env.step(naive(obs))  # linked on turn 2
+    filled = env.game.filled_cells()
+    paid = []
+    while env.agents:
+        more = {a: answer(cmds=["/fill 0 1 12 9 oak_planks"], probe=[[2, 2]]) for a in env.agents}
+        *_, infos = env.step(more)
+        paid.append(infos["worker_a"]["reward_components"])
+    assert env.turn == 4 and env.game.filled_cells() == filled and len(paid) == 2
+    assert all(p[k] == 0.0 for p in paid for k in rules.BASE_TERMS)
+    late = [sum(v for k, v in p.items() if k.startswith("bonus_late")) for p in paid]
+    if reward == "comlrl":
+        assert all(set(p) == set(rules.BASE_TERMS) for p in paid)
+    else:  # CoTI's shaping is still paid on the frozen turns, at the frozen turn index 3
+        assert late[0] == late[1] > 0 and all(p["bonus_move_progress"] == 0.0 for p in paid)
+        # linked, so ready is 1: weight 0.5 (turn 3's) on both turns, not turn 4's 1.0
+        assert [p["bonus_late_quality_ready"] for p in paid] == pytest.approx([0.5 * 0.2] * 2)
+
+
+def play(env: BridgeBuildEnv, seed: int, options=None) -> list:
+    rng = random.Random(seed)
+    trace = [env.reset(seed=seed, options=options)]
+    while env.agents:
+        acts = {
+            a: answer(
+                comm={"n": rng.random()},
+                probe=[[rng.randrange(13), rng.randrange(11)]],
+                cmds=[f"/fill {rng.randrange(13)} {rng.randrange(11)} 4 5 oak_planks"],
+                path=[list(env.game.positions[k]), [rng.randrange(13), rng.randrange(11)]],
+            )
+            for k, a in enumerate(env.agents)
+        }
+        trace.append(env.step(acts))
+    return trace
+
+
+def test_episodes_are_deterministic_and_copies_branch_apart() -> None:
+    assert play(collabzoo.make("bridgebuild"), 7) == play(collabzoo.make("bridgebuild"), 7)
+    env = collabzoo.make("bridgebuild", early_end=False)
+    tasks = {env.reset(seed=s)[1]["worker_a"]["task_id"] for s in range(12)}
+    assert len(tasks) > 1
+    env.reset(seed=0, options={"task": 2})
+    env.step(idle(env))
+    branch = copy.deepcopy(env)
+    env.step({a: answer(cmds=["/fill 0 1 12 9 oak_planks"]) for a in env.agents})
+    assert branch.game.filled_cells() == frozenset() and len(env.game.filled_cells()) > 50
+    assert branch.item is env.item  # task data is shared, the game is not
+    branch.step(idle(branch))
+    assert branch.turn == 2 and env.turn == 2
+
+
+def test_splits_data_files_and_the_shipped_copy(bridge_data: Path) -> None:
+    env = collabzoo.make("bridgebuild")
+    ids = [m.task_id for m in env.items("all")]
+    assert [m.task_id for m in env.items("train")] == ids[:6]
+    assert [m.task_id for m in env.items("eval")] == ids[6:] and len(ids) == 9
+    magrpo = collabzoo.make("bridgebuild", splits="magrpo")
+    assert [m.task_id for m in magrpo.items("eval")] == ["bridge_build_data_0009"]
+    assert DATA_FILE.read_bytes() == (bridge_data / "data.json").read_bytes()
+    assert (DATA_FILE.parent / "LICENSE").read_text() == (bridge_data / "LICENSE").read_text()
+    folder = collabzoo.make("bridgebuild", data=str(bridge_data), split="all")
+    folder_ids = [m.task_id for m in folder.items("all")]
+    assert len(folder_ids) == len(set(folder_ids)) == 14
+    assert (
+        "diag/bridge_build_diag_0002" in folder_ids and "data/bridge_build_diag_0002" in folder_ids
+    )
+    by_id = {m.task_id: m for m in folder.items("all")}
+    assert by_id["diag/bridge_build_diag_0002"].rows != by_id["data/bridge_build_diag_0002"].rows
+    with pytest.raises(ValueError, match="no task items in split 'eval'"):
+        collabzoo.make("bridgebuild", data=str(bridge_data / "data2.json")).reset(
+            options={"split": "eval"}
+        )
+
+
+def test_state_render_and_picture_show_the_whole_map() -> None:
+    env = collabzoo.make("bridgebuild", render_mode="ansi")
+    oracle = scripted_team("bridgebuild", "oracle")
+    obs, _ = env.reset(seed=0, options={"split": "eval", "task": 0})
+    start = picture(env)
+    assert start.startswith("<svg") and start.count(">?</text>") == len(env.item.pillars)
+    obs, *_ = env.step(oracle(obs))
+    state, shown = env.state(), env.render()
+    rows = state.splitlines()[1 : 1 + env.item.height]
+    assert "".join(rows).count("B") == 1 and {"Y", "y", "n"} <= set("".join(rows))
+    assert "##### worker_a #####" in state and shown.splitlines()[1 : 1 + env.item.height] == rows
+    drawn = picture(env)
+    probed = len({c for known in env.game.known for c, t in known.items() if t in "YN"})
+    assert drawn.count(">Y</text>") + drawn.count(">N</text>") == probed > 0
+    assert 'fill-opacity="0.35"' not in drawn  # the walks brought every cell into sight
+
+
+# ----- the scripted teams ---------------------------------------------------------------------
+def run_team(env: BridgeBuildEnv, kind: str, task: int) -> tuple[dict, dict[str, float]]:
+    policy = getattr(teams, f"bridgebuild_{kind}")
+    obs, _ = env.reset(seed=0, options={"task": task})
+    paid: dict[str, float] = {}
+    while env.agents:
+        obs, _, _, _, infos = env.step({a: policy(o) for a, o in obs.items()})
+        for key, value in infos["worker_a"]["reward_components"].items():
+            paid[key] = paid.get(key, 0.0) + value
+    return infos["worker_a"]["metrics"], paid
+
+
+@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("reward", ["comlrl", "coti"])
+def test_the_oracle_links_every_map_without_touching_a_fake_pillar(
+    bridge_data: Path, name: str, reward: str
+) -> None:
+    env = collabzoo.make("bridgebuild", data=str(bridge_data / name), split="all", reward=reward)
+    for task in range(len(env.items("all"))):
+        metrics, paid = run_team(env, "oracle", task)
+        where = (name, env.item.task_id)
+        assert metrics["connected"] == 1.0 and metrics["fake_pillar_hits"] == 0.0, where
+        assert paid["bonus_gap_st"] == pytest.approx(5.0) and paid["bonus_terminal_connect"] == 2.0
+        assert paid["penalty_n_adjacent"] == 0.0 and env.turn <= env.horizon, where
+        if reward == "coti":  # both walk to the far anchor: all of the walking bonus
+            assert paid["bonus_move_progress"] == pytest.approx(2.5), where
+
+
+def test_the_naive_team_links_but_touches_fake_pillars() -> None:
+    env = collabzoo.make("bridgebuild", split="all")
+    hits = [run_team(env, "naive", task)[0] for task in range(9)]
+    assert all(m["connected"] == 1.0 for m in hits)
+    assert all(m["fake_pillar_hits"] > 0 for m in hits)
+
+
+# ----- the CoTI option ------------------------------------------------------------------------
+def test_coti_rescales_its_terms_and_adds_shaping() -> None:
+    text = {
+        "worker_a": answer(cmds=["/fill 1 1 1 9 oak_planks"], path=[[1, 0], [2, 1]]),
+        "worker_b": answer(cmds=["/fill 1 9 11 9 oak_planks"], path=[[11, 10], [10, 9]]),
+    }
+    out = {}
+    for reward in ("comlrl", "coti"):
+        env = collabzoo.make("bridgebuild", reward=reward, split="all")
+        env.reset(seed=0, options={"task": "bridge_build_data_0005"})
+        _, _, _, _, infos = env.step(text)
+        out[reward] = infos["worker_a"]["reward_components"]
+    base, coti = out["comlrl"], out["coti"]
+    assert base["bonus_cc_merge"] > 0 and base["penalty_n_adjacent"] < 0
+    assert coti["bonus_cc_merge"] == pytest.approx(0.5 * base["bonus_cc_merge"])
+    assert coti["penalty_n_adjacent"] == pytest.approx(1.5 * base["penalty_n_adjacent"])
+    for same in (
+        "bonus_gap_st",
+        "bonus_y_connected",
+        "penalty_block_cost",
+        "bonus_terminal_connect",
+    ):
+        assert coti[same] == base[same]
+    assert coti["bonus_move_progress"] == pytest.approx(2.5 * 4 / 40)  # 4 steps of D = 20 + 20
+    assert coti["bonus_late_quality_ready"] == 0.0  # turn 1: no late bonus yet
+    assert collabzoo.make("bridgebuild", reward="coti").rules.max_probe == 3
+    assert collabzoo.make("bridgebuild", max_probe=5).rules.max_probe == 2  # clamped
+
+
+def test_the_prompts_scoring_text_is_the_references_unless_asked() -> None:
+    def scoring(**kwargs) -> str:
+        obs, _ = collabzoo.make("bridgebuild", **kwargs).reset(seed=0)
+        return obs["worker_a"].split("Scoring, each turn:")[1]
+
+    reference = scoring()
+    assert "1.5 x merges" in reference and "walking" in reference  # CoTI's, on the base path
+    paid = scoring(reward_text="paid")
+    assert "3 x merges" in paid and "-8 x fake" in paid and "walking" not in paid
+    assert "-12 x fake" in scoring(reward_text="paid", reward="coti")
