@@ -55,6 +55,7 @@ LOCAL_DATA = {
     "collabzoo/CoopHumanEval-v0": "coophumaneval/CoopHumanEval.json",
     "collabzoo/HumanEval-v0": "humaneval/HumanEval.jsonl.gz",
     "collabzoo/MBPP-v0": "mbpp/MBPP.json",
+    "collabzoo/ClassEval-v0": "classeval/ClassEval_data.json",
 }
 # Envs whose default data comes from the hub with an embedded sample: the sample, no network.
 EMBEDDED_SAMPLE = {"collabzoo/TLDR-v0", "collabzoo/ArXiv-v0"}

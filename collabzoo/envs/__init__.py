@@ -32,6 +32,7 @@ BUILTIN_FAMILIES = (
     "collabzoo.tasks.tinycoop.family:FAMILY",
     "collabzoo.tasks.resourcegathering.family:FAMILY",
     "collabzoo.tasks.bridgebuild.family:FAMILY",
+    "collabzoo.tasks.classeval.family:FAMILY",
 )
 """The package's families, in the order the suite lists them (the leaderboard orders tasks by
 their column in the paper instead)."""
