@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import re
 import warnings
 from collections.abc import Callable, Iterator
@@ -56,6 +57,9 @@ LOCAL_DATA = {
     "collabzoo/HumanEval-v0": "humaneval/HumanEval.jsonl.gz",
     "collabzoo/MBPP-v0": "mbpp/MBPP.json",
     "collabzoo/ClassEval-v0": "classeval/ClassEval_data.json",
+    "collabzoo/TravelPlanner-v0": "travelplanner/std_travelplanner.jsonl",
+    "collabzoo/BFCL-v0": "bfcl",
+    "collabzoo/BFCLMultiTurn-v0": "bfcl",
 }
 # Envs whose default data comes from the hub with an embedded sample: the sample, no network.
 EMBEDDED_SAMPLE = {"collabzoo/TLDR-v0", "collabzoo/ArXiv-v0"}
@@ -73,7 +77,8 @@ def env_kwargs(env_id: str, request: pytest.FixtureRequest) -> dict[str, Any]:
     if env_id in LOCAL_DATA:
         path = request.getfixturevalue("shared_data") / LOCAL_DATA[env_id]
         kwargs["data"] = str(require(path, env_id))
-        kwargs["sandbox"] = request.getfixturevalue("code_sandbox")
+        if "sandbox" in inspect.signature(collabzoo.envs.resolve(env_id).load()).parameters:
+            kwargs["sandbox"] = request.getfixturevalue("code_sandbox")
     if env_id in EMBEDDED_SAMPLE:
         kwargs["data"] = "sample"
     return kwargs

@@ -30,9 +30,11 @@ BUILTIN_FAMILIES = (
     "collabzoo.tasks.writing.family:FAMILY",
     "collabzoo.tasks.code.family:FAMILY",
     "collabzoo.tasks.tinycoop.family:FAMILY",
+    "collabzoo.tasks.bfcl.family:FAMILY",
     "collabzoo.tasks.resourcegathering.family:FAMILY",
     "collabzoo.tasks.bridgebuild.family:FAMILY",
     "collabzoo.tasks.classeval.family:FAMILY",
+    "collabzoo.tasks.travelplanner.family:FAMILY",
 )
 """The package's families, in the order the suite lists them (the leaderboard orders tasks by
 their column in the paper instead)."""

@@ -73,7 +73,11 @@ def data_required() -> bool:
 
 
 def data_file(entry: EnvEntry, env_class: type) -> str:
-    """Where in the reference data folder the card's tasks are, "" for tasks that ship."""
+    """Where in the reference data folder the card's tasks are: the env's `local_data` (a file or
+    folder, for envs that share one), else `<short name>/<local_file>`; "" for tasks that ship."""
+    explicit = getattr(env_class, "local_data", "")
+    if explicit:
+        return explicit
     local_file = getattr(env_class, "local_file", "")
     return f"{entry.short_name}/{local_file}" if local_file else ""
 
@@ -91,9 +95,9 @@ def incomplete_card(entry: EnvEntry, what: str) -> PluginError:
 def data_kwargs(entry: EnvEntry, env_class: type) -> tuple[dict[str, Any], str]:
     """The `data` argument of every env the hook makes (a code env reads its tasks when made),
     and a sentence on the data it plays."""
-    local_file = getattr(env_class, "local_file", "")
-    if local_file:
-        path = shared_data_dir() / entry.short_name / local_file
+    relative = data_file(entry, env_class)
+    if relative:
+        path = shared_data_dir() / relative
         if path.exists():
             return {"data": str(path)}, f"a local copy of `{env_class.hub_id}`, the hub dataset"
         if data_required():
@@ -266,6 +270,8 @@ def scoring_module(env_class: type) -> types.ModuleType | None:
         if isinstance(value, types.ModuleType)
         and (value.__name__ + ".").startswith(f"{family}.rewards.")
     }
+    if not found and f"{family}.rewards" in sys.modules:  # names imported from the rewards
+        found = {sys.modules[f"{family}.rewards"]}
     return found.pop() if len(found) == 1 else None
 
 

@@ -1,0 +1,189 @@
+"""The multi-turn flat reward (`multiturn_flat_reward.py@6de881e`): each agent's calls are
+de-duplicated, then the team's sequence is agent 0's calls followed by agent 1's, order kept, and
+scored against the turn's ordered gold calls.
+
+    + 0.05 parse      + 0.15 function-name F1     + 0.20 argument match (unordered, as native)
+    + 0.25 ordered alignment (best monotone alignment of similarities, / |G|, at most 1)
+    + 0.10 prefix (similarities from the start until the first zero, / |G|, at most 1)
+    + 0.10 count      + 0.15 balance              + 0.20 if the sequences are exactly equal
+    - 0.15 overlap rate    - 0.25 lazy rate       - 0.15 extra-call rate
+    clamped to [-0.4, 1.2]; the maximum is 1.20.
+
+Quirks kept: ordered credit needs agent 0's calls to come first in the gold order, and a turn
+with one gold call cannot reach the maximum (one agent is lazy, or the two overlap). The AST
+metric here is `ordered_ast_match`, this suite's own (BFCL scores multi-turn by execution).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from collabzoo.rewards.breakdown import RewardBreakdown
+from collabzoo.tasks.bfcl.rewards.ast_match import AstVerdict, ordered_ast_match
+from collabzoo.tasks.bfcl.rewards.matching import (
+    CallTask,
+    Table,
+    balance,
+    cross_agent_overlap,
+    function_f1,
+    greedy_match,
+    similarities,
+)
+from collabzoo.tasks.bfcl.rewards.native import STRING_ARGUMENTS, CallScore, decoded
+from collabzoo.tasks.bfcl.rewards.parsing import ToolCall, dedupe, parse_calls
+
+MULTITURN_MAX = 1.20
+
+
+@dataclass(frozen=True)
+class MultiTurnRules:
+    """The reference's multi-turn reward constants (`MultiturnFlatRewardConfig`)."""
+
+    parse_weight: float = 0.05
+    function_weight: float = 0.15
+    argument_weight: float = 0.20
+    order_weight: float = 0.25
+    prefix_weight: float = 0.10
+    count_weight: float = 0.10
+    balance_weight: float = 0.15
+    exact_bonus: float = 0.20
+    overlap_penalty: float = 0.15
+    lazy_agent_penalty: float = 0.25
+    extra_call_penalty: float = 0.15
+    min_reward: float = -0.4
+    max_reward: float = 1.2
+    string_arguments: str = "coerce"
+
+    def __post_init__(self) -> None:
+        if self.string_arguments not in STRING_ARGUMENTS:
+            raise ValueError(
+                f"string_arguments must be one of {STRING_ARGUMENTS}, got {self.string_arguments!r}"
+            )
+
+
+def alignment(table: Table, gold_count: int) -> float:
+    """The best monotone alignment's summed similarity over |G|, at most 1."""
+    if not gold_count or not table:
+        return 0.0
+    previous = [0.0] * (gold_count + 1)
+    for scores in table:
+        row = [0.0]
+        for j in range(1, gold_count + 1):
+            row.append(max(previous[j], row[j - 1], previous[j - 1] + scores[j - 1][0]))
+        previous = row
+    return min(1.0, previous[-1] / max(1, gold_count))
+
+
+def prefix(table: Table, gold_count: int) -> float:
+    """Similarities summed position by position from the start until the first zero, over
+    |G|, at most 1."""
+    if not gold_count or not table:
+        return 0.0
+    total = 0.0
+    for k in range(min(len(table), gold_count)):
+        score = table[k][k][0]
+        if score <= 0.0:
+            break
+        total += score
+    return min(1.0, total / max(1, gold_count))
+
+
+def ordered_exact(table: Table, gold_count: int) -> bool:
+    if len(table) != gold_count or not gold_count:
+        return False
+    return all(table[k][k][1] for k in range(gold_count))
+
+
+def checked_ordered_ast(task: CallTask, calls: Sequence[ToolCall]) -> AstVerdict:
+    try:
+        return ordered_ast_match(task.functions, decoded(calls), task.ground_truth)
+    except (KeyError, TypeError, AttributeError, StopIteration):
+        return AstVerdict(False, "ast_checker:unreadable_schema_or_answer")
+
+
+def score_multiturn(
+    answers: Sequence[str], task: CallTask, rules: MultiTurnRules | None = None
+) -> CallScore:
+    """The team reward of one flattened multi-turn step, agent answers in agent order."""
+    rules = rules or MultiTurnRules()
+    gold = task.gold
+    parsed = [
+        parse_calls(text or "", task.order, string_arguments=rules.string_arguments)
+        for text in answers
+    ]
+    per_agent = [dedupe(p.calls) for p in parsed]
+    team = [c for calls in per_agent for c in calls]
+
+    parse_score = 1.0 if team else 0.0
+    f1 = function_f1(team, gold)
+    gold_count, team_count = len(gold), len(team)
+    table = similarities(team, gold)
+    argument_score, exact_calls, matched_calls = greedy_match(team, gold, table)
+    order_score = alignment(table, gold_count)
+    prefix_score = prefix(table, gold_count)
+    count_score = max(0.0, 1.0 - abs(team_count - gold_count) / max(1, gold_count))
+    agent_counts = [len(calls) for calls in per_agent]
+    balance_score = balance(agent_counts, gold_count)
+    overlap_count = cross_agent_overlap(per_agent)
+    overlap_rate = min(1.0, overlap_count / max(1, gold_count))
+    lazy_agents = sum(1 for n in agent_counts if n == 0)
+    lazy_rate = lazy_agents / max(1, len(agent_counts))
+    extra_rate = min(1.0, max(0, team_count - gold_count) / max(1, gold_count))
+    exact = ordered_exact(table, gold_count)
+
+    components = {
+        "parse": rules.parse_weight * parse_score,
+        "function_f1": rules.function_weight * f1,
+        "arguments": rules.argument_weight * argument_score,
+        "order": rules.order_weight * order_score,
+        "prefix": rules.prefix_weight * prefix_score,
+        "count": rules.count_weight * count_score,
+        "balance": rules.balance_weight * balance_score,
+        "exact": rules.exact_bonus if exact else 0.0,
+        "overlap": 0.0 - rules.overlap_penalty * overlap_rate,
+        "lazy": 0.0 - rules.lazy_agent_penalty * lazy_rate,
+        "extra_calls": 0.0 - rules.extra_call_penalty * extra_rate,
+    }
+    unclamped = (
+        components["parse"]
+        + components["function_f1"]
+        + components["arguments"]
+        + components["order"]
+        + components["prefix"]
+        + components["count"]
+        + components["balance"]
+        + components["exact"]
+        - rules.overlap_penalty * overlap_rate
+        - rules.lazy_agent_penalty * lazy_rate
+        - rules.extra_call_penalty * extra_rate
+    )
+    total = max(rules.min_reward, min(rules.max_reward, unclamped))
+    components["clamp"] = total - unclamped
+    verdict = checked_ordered_ast(task, team)
+    metrics = {
+        "exact_match": float(exact),
+        "parse_success": parse_score,
+        "function_f1": float(f1),
+        "argument_match": float(argument_score),
+        "matched_calls": float(matched_calls),
+        "exact_calls": float(exact_calls),
+        "pred_call_count": float(team_count),
+        "raw_call_count": float(sum(len(p.calls) for p in parsed)),
+        "gold_call_count": float(gold_count),
+        "count_score": float(count_score),
+        "balance_score": float(balance_score),
+        "overlap_count": float(overlap_count),
+        "overlap_rate": float(overlap_rate),
+        "lazy_agents": float(lazy_agents),
+        "lazy_rate": float(lazy_rate),
+        "extra_call_rate": float(extra_rate),
+        "sequence_score": float(order_score),
+        "prefix_score": float(prefix_score),
+        "ast_match": float(verdict.valid),
+        f"ast_match_{task.category}": float(verdict.valid),
+        "rejected_parts": float(sum(len(p.rejected) for p in parsed)),
+    }
+    return CallScore(
+        RewardBreakdown(float(total), components, metrics), parsed, per_agent, team, verdict
+    )
