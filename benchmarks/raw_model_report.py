@@ -214,12 +214,15 @@ def raw_model_table(results: dict[str, Any]) -> str:
     return markdown_table(header, cells, "llrrrlll")
 
 
-def headline(results: dict[str, Any]) -> dict[str, Any]:
-    """The raw model's code pass rates, the one thing a 135M model scores on by itself."""
+def headline(results: dict[str, Any]) -> dict[str, Any] | list:
+    """The raw model's code pass rates, the one thing a 135M model scores on by itself; none
+    (`[]`) for a file without code tasks (its section sits under the one that has them)."""
     passes: dict[str, dict[str, float]] = {}
     for row in results["rows"]:
         if "Pass" in row["summary"]:
             passes.setdefault(task_name(row), {})[row["protocol"]] = row["summary"]["Pass"]["mean"]
+    if not passes:
+        return []
     shown = ", ".join(
         f"{name} " + " / ".join(f"{rates[p]:.1f}" for p in ("single", "parallel") if p in rates)
         for name, rates in passes.items()
