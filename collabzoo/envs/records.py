@@ -134,3 +134,21 @@ def train_eval_split(items: Sequence[T], split: str, eval_fraction: float = 0.2)
         return list(items)
     held_out = min(n - 1, max(1, round(n * eval_fraction)))
     return list(items[: n - held_out] if split == "train" else items[n - held_out :])
+
+
+def slice_splits(splits: Any) -> dict[str, tuple[int | None, int | None]]:
+    """A dataset env's `splits`: a (start, stop) slice of the records for "train" and "eval"
+    each, as the reference slices its hub split ("all" is always every record)."""
+    found = dict(splits)
+    bounds_ok = all(
+        isinstance(v, (tuple, list))
+        and len(v) == 2
+        and all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in v)
+        for v in found.values()
+    )
+    if set(found) != set(REFERENCE_SPLITS) or not bounds_ok:
+        raise ValueError(
+            f"splits needs a (start, stop) slice for each of {REFERENCE_SPLITS} (split "
+            f"{ALL!r} is always every record), got {splits!r}"
+        )
+    return found

@@ -21,7 +21,7 @@ from collabzoo.envs.hub import (
     offline_mode,
     one_line,
 )
-from collabzoo.envs.records import ALL, REFERENCE_SPLITS, hub_dataset_id, load_records
+from collabzoo.envs.records import ALL, hub_dataset_id, load_records, slice_splits
 from collabzoo.envs.text_env import TextCollabEnv, TurnResult, check_choice, check_positive_int
 from collabzoo.tasks.classeval import rewards as rules
 
@@ -146,18 +146,7 @@ class ClassEvalEnv(TextCollabEnv[rules.ClassTask]):
         self.self_select = self_select
         self.cache = rules.ResultCache() if cache else None
         self.allow_foreign_data = allow_foreign_data
-        self.splits = dict(REFERENCE_SLICES if splits is None else splits)
-        bounds_ok = all(
-            isinstance(v, (tuple, list))
-            and len(v) == 2
-            and all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in v)
-            for v in self.splits.values()
-        )
-        if set(self.splits) != set(REFERENCE_SPLITS) or not bounds_ok:
-            raise ValueError(
-                f"splits needs a (start, stop) slice for each of {REFERENCE_SPLITS} (split "
-                f"{ALL!r} is always every record), got {splits!r}"
-            )
+        self.splits = slice_splits(REFERENCE_SLICES if splits is None else splits)
         if data is not None and not isinstance(data, (str, os.PathLike)):
             raise TypeError(f"data must be a path or a hub dataset id: {RECORD_FORMAT}")
         self._data = data

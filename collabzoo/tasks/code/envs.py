@@ -21,7 +21,7 @@ from collabzoo.envs.hub import (
     offline_mode,
     one_line,
 )
-from collabzoo.envs.records import ALL, REFERENCE_SPLITS, hub_dataset_id, load_records
+from collabzoo.envs.records import ALL, hub_dataset_id, load_records, slice_splits
 from collabzoo.envs.text_env import (
     TextCollabEnv,
     TurnResult,
@@ -164,18 +164,7 @@ class CodeEnv(TextCollabEnv[rules.CodeProblem]):
         )
         self.prompt_context = check_choice("prompt_context", prompt_context, rules.PROMPT_CONTEXTS)
         self.answer_reading = check_choice("answer_reading", answer_reading, rules.ANSWER_READINGS)
-        self.splits = dict(self.reference_splits if splits is None else splits)
-        bounds_ok = all(
-            isinstance(v, (tuple, list))
-            and len(v) == 2
-            and all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in v)
-            for v in self.splits.values()
-        )
-        if set(self.splits) != set(REFERENCE_SPLITS) or not bounds_ok:
-            raise ValueError(
-                f"splits needs a (start, stop) slice for each of {REFERENCE_SPLITS} (split "
-                f"{ALL!r} is always every record), got {splits!r}"
-            )
+        self.splits = slice_splits(self.reference_splits if splits is None else splits)
         if data is not None and not isinstance(data, (str, os.PathLike)):
             raise TypeError(
                 f"data must be a path or a hub dataset id, got {type(data).__name__}: "
