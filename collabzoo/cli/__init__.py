@@ -12,6 +12,7 @@
     collabzoo sft DATASET --model tiny|small|NAME --output DIR   (supervised warm start)
     collabzoo train ALGO --env ENV --model tiny|NAME|WARM_START --output DIR
     collabzoo plot RUN [RUN ...]
+    collabzoo reproduce --model NAME [--tasks ...] [--rows default,...] [--dry-run] [--ray]
     collabzoo model list|pull NAME;  collabzoo sandbox build|check
 
 One module per command group registers its commands (`add_commands`); the options several
@@ -28,12 +29,12 @@ import os
 import sys
 
 from collabzoo import __version__
-from collabzoo.cli import bench, demo, model, play, plot, sandbox, serve, sft, train
+from collabzoo.cli import bench, demo, model, play, plot, reproduce, sandbox, serve, sft, train
 from collabzoo.cli.usage import PROG, CommandParser, UsageError, report_error
 
-COMMAND_GROUPS = (play, demo, train, sft, sandbox, model, serve, plot, bench)
+COMMAND_GROUPS = (play, demo, train, sft, sandbox, model, serve, plot, bench, reproduce)
 """Registered in this order, which `collabzoo --help` lists; the bench family (bench,
-leaderboard, rescore, export) comes last."""
+leaderboard, rescore, export) comes last, then `reproduce`, which runs train and bench."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,800 @@
+"""The poster's table for your own model: plan every (method row, task, seed) run, train the
+trained rows, bench every row on each task's eval split, and write the leaderboard with the
+published rows beside it (`collabzoo reproduce`).
+
+A run is one row on one task under one seed. Its folder, `OUTPUT/runs/TASK/ROW/seed-S/`, holds
+`manifest.json` (the run's settings, written when it starts), `train/` (a trained row's
+learner output: metrics.jsonl, checkpoints, `final/`), `bench/` (the results file) and, written
+last, `done.json`: the completion marker, with the results file and the training's env steps.
+A run whose `done.json` holds the same settings is read back, never redone, so a cut
+reproduction resumes where it stopped; a marker with other settings is refused.
+
+Every trained row gets the same budget in environment steps (joint actions stepped, as the
+learners count them in metrics.jsonl), the same sampling and the same learning rate; each
+learner keeps its own K and episodes per update, and its update count is the budget over its
+env steps per update (`steps_per_update`).
+
+The rows: the poster's nine by their names (`POSTER_ROWS`), or any learner of
+`collabzoo.algos.LEARNERS` by its key, resolved when the plan is made, so a learner registered
+later is a row with no change here. GRPO and AC "as one agent" train MAGRPO and IAC on the task
+played by one agent (`one_agent_env`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from collabzoo.bench.columns import board_order
+from collabzoo.bench.leaderboard import _cells, _headers, leaderboard
+from collabzoo.bench.models import ModelOptions, Sampling
+from collabzoo.bench.protocols import DEFAULT_ROUNDS
+from collabzoo.bench.published import SOURCE
+from collabzoo.bench.published import models as published_models
+from collabzoo.bench.results import ResultsError, read_results
+from collabzoo.bench.runner import BenchRun, run_bench
+from collabzoo.bench.teams import parse_team, slug
+from collabzoo.envs import declared, make, resolve
+from collabzoo.envs.family import POSTER_METHODS
+from collabzoo.envs.single import SingleAgentView, supports_single_agent
+
+MANIFEST = "manifest.json"
+DONE = "done.json"
+LEADERBOARD = "leaderboard.md"
+ONE_AGENT = "player"
+"""The one agent's name where a task has no one-model mode of its own (the games)."""
+TRAINING_COST = 3.0
+"""Assumed cost of a trained generation against a sampled one: the sampling, plus the scoring
+forward and backward passes of the loss (about twice a forward)."""
+
+
+class ReproduceError(ValueError):
+    """A plan that cannot be made or run as asked; the message says what was expected."""
+
+
+@dataclass(frozen=True)
+class MethodRow:
+    """One method of the table: how its team is made and which protocol benches it."""
+
+    name: str
+    protocol: str
+    learner: str | None = None
+    """A key of `collabzoo.algos.LEARNERS`; None: the model as it is."""
+    one_agent: bool = False
+    """Trained and benched as one agent that plays the whole task."""
+
+    @property
+    def trained(self) -> bool:
+        return self.learner is not None
+
+
+POSTER_ROWS: dict[str, MethodRow] = {
+    "Raw model": MethodRow("Raw model", "single"),
+    "GRPO (1 agent)": MethodRow("GRPO (1 agent)", "single", "magrpo", one_agent=True),
+    "AC (1 agent)": MethodRow("AC (1 agent)", "single", "iac", one_agent=True),
+    "Parallel": MethodRow("Parallel", "parallel"),
+    "Pipeline": MethodRow("Pipeline", "pipeline"),
+    "Discussion": MethodRow("Discussion", "discussion"),
+    "MAGRPO": MethodRow("MAGRPO", "parallel", "magrpo"),
+    "CoLLM-DC (IAC)": MethodRow("CoLLM-DC (IAC)", "parallel", "iac"),
+    "CoLLM-CC": MethodRow("CoLLM-CC", "parallel", "cc"),
+}
+"""The poster's methods in its order (the names of `POSTER_METHODS`, so that each local row
+stands beside its published one). GRPO and AC as one agent are MAGRPO and IAC with a team of
+one: the place where a joint-actor learner (one policy acting for the whole team) would take
+over, by changing these two rows' `learner` and dropping `one_agent`."""
+assert list(POSTER_ROWS) == list(POSTER_METHODS), "the rows follow the poster's methods"
+
+ALIASES = {
+    "raw": "Raw model",
+    "grpo": "GRPO (1 agent)",
+    "ac": "AC (1 agent)",
+    "parallel": "Parallel",
+    "pipeline": "Pipeline",
+    "discussion": "Discussion",
+    "collm-dc": "CoLLM-DC (IAC)",
+    "collm-cc": "CoLLM-CC",
+}
+"""Short names of the poster's rows on the command line (a learner's key names its own row)."""
+
+
+def learner_table() -> Mapping[str, tuple[type, type]]:
+    """`collabzoo.algos.LEARNERS`, read when asked: whatever learners are registered now."""
+    try:
+        from collabzoo.algos import LEARNERS
+    except ImportError as error:
+        raise ReproduceError(
+            f"the trained rows need the train extra ({error}): pip install 'collabzoo[train]'"
+        ) from None
+    return LEARNERS
+
+
+def resolve_rows(
+    names: Sequence[str], learners: Mapping[str, Any] | None = None
+) -> list[MethodRow]:
+    """The rows named: "default" (the poster's nine), a poster row's name or short name, or a
+    learner's key (its own row: that learner trained on the team, benched in parallel)."""
+    rows: list[MethodRow] = []
+    by_name = {n.lower(): n for n in POSTER_ROWS}
+    for raw in names:
+        name = raw.strip()
+        if not name:
+            continue
+        key = name.lower()
+        if key == "default":
+            found = list(POSTER_ROWS.values())
+        elif key in by_name or key in ALIASES:
+            found = [POSTER_ROWS[by_name.get(key) or ALIASES[key]]]
+        else:
+            table = learner_table() if learners is None else learners
+            if key not in table:
+                known = ", ".join([*ALIASES, *sorted(table)])
+                raise ReproduceError(
+                    f"unknown row {name!r}: expected 'default', a poster row ({known}) or a "
+                    "registered learner"
+                )
+            standing = [r for r in POSTER_ROWS.values() if r.learner == key and not r.one_agent]
+            found = standing or [MethodRow(key.upper(), "parallel", key)]
+        rows += [r for r in found if r not in rows]
+    if not rows:
+        raise ReproduceError("no rows: name 'default' or rows such as magrpo,parallel")
+    return rows
+
+
+def poster_tasks() -> list[str]:
+    """The tasks with published rows, in the table's order: the default task set."""
+    return [n for n in board_order() if (s := declared(n)) is not None and s.published]
+
+
+# ----- the settings and the plan --------------------------------------------------------------
+@dataclass
+class Settings:
+    """What every run of a reproduction shares (stated in each manifest and the leaderboard)."""
+
+    models: list[str]
+    """One model for every agent, or one per agent in play order."""
+    tasks: list[str]
+    rows: list[MethodRow]
+    seeds: list[int] = field(default_factory=lambda: [0])
+    env_steps: int = 512
+    """Every trained row's budget in environment steps."""
+    episodes: int | None = None
+    """Bench episodes per run; None: every task of the eval split once."""
+    split: str = "eval"
+    rounds: int = DEFAULT_ROUNDS
+    max_new_tokens: int = Sampling.max_new_tokens
+    temperature: float = Sampling.temperature
+    top_p: float = Sampling.top_p
+    top_k: int | None = Sampling.top_k
+    learning_rate: float = 5e-6
+    """Every learning rate of every learner (agents', actors', critics')."""
+    env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """By task: constructor arguments (data=..., horizon=...)."""
+    learner_settings: dict[str, Any] = field(default_factory=dict)
+    """More learner config fields, for every learner that has them."""
+    cpus: int = 1
+    """Per run: CPU threads (and a Ray task's num_cpus)."""
+    gpus: float = 0.0
+    """Per run: a Ray task's num_gpus; a run with a GPU trains and benches on it."""
+    device: str = "auto"
+    dtype: str = "auto"
+    sandbox: str = "auto"
+
+    def sampling(self) -> Sampling:
+        return Sampling(self.max_new_tokens, self.temperature, self.top_p, self.top_k)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    row: MethodRow
+    task: str
+    seed: int
+    spec: dict[str, Any]
+    """Everything the run does, as plain JSON: what `execute_run` reads and `done.json` keeps."""
+
+    @property
+    def folder(self) -> str:
+        return f"runs/{self.task}/{slug(self.row.name)}/seed-{self.seed}"
+
+
+def _probe(task: str, kwargs: Mapping[str, Any]) -> Any:
+    try:
+        return make(resolve(task).id, **kwargs)
+    except Exception as error:
+        raise ReproduceError(f"{task}: cannot make the env ({error})") from None
+
+
+def plan(settings: Settings) -> list[PlannedRun]:
+    """Every run, tasks outermost, then rows in order, then seeds."""
+    if not settings.models:
+        raise ReproduceError("name a model (or one per agent)")
+    runs = []
+    for task in settings.tasks:
+        try:
+            short = resolve(task).short_name
+        except ValueError as error:
+            raise ReproduceError(str(error)) from None
+        kwargs = dict(settings.env_kwargs.get(short, {}))
+        probe = _probe(short, kwargs)
+        agents = list(probe.possible_agents)
+        if len(settings.models) not in (1, len(agents)):
+            raise ReproduceError(
+                f"{short} has {len(agents)} agents ({', '.join(agents)}): give one model, or one "
+                f"per agent, got {len(settings.models)}"
+            )
+        for row in settings.rows:
+            if row.one_agent and len(set(settings.models)) > 1:
+                raise ReproduceError(
+                    f"{row.name} trains one agent for the whole task: it needs one model, got "
+                    f"{len(settings.models)}"
+                )
+            for seed in settings.seeds:
+                spec = _run_spec(settings, row, short, kwargs, agents, seed, probe)
+                runs.append(PlannedRun(row, short, seed, spec))
+    return runs
+
+
+def _run_spec(
+    settings: Settings,
+    row: MethodRow,
+    task: str,
+    kwargs: Mapping[str, Any],
+    agents: Sequence[str],
+    seed: int,
+    probe: Any,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "row": asdict(row),
+        "task": task,
+        "seed": seed,
+        "models": list(settings.models),
+        "env_kwargs": dict(kwargs),
+        "agents": list(agents),
+        "bench": {
+            "protocol": row.protocol,
+            "rounds": settings.rounds,
+            "split": settings.split,
+            "episodes": settings.episodes,
+            "sampling": settings.sampling().as_dict(),
+        },
+        "cpus": settings.cpus,
+        "gpus": settings.gpus,
+        "device": settings.device,
+        "dtype": settings.dtype,
+        "sandbox": settings.sandbox,
+        "horizon": int(getattr(probe, "horizon", 1) or 1),
+    }
+    if row.learner is not None:
+        table = learner_table()
+        if row.learner not in table:
+            raise ReproduceError(
+                f"row {row.name!r} needs the learner {row.learner!r}, which is not registered "
+                f"(known: {', '.join(sorted(table))})"
+            )
+        config_class = table[row.learner][0]
+        config = _learner_config(config_class, settings, seed, updates=0, output="")
+        per_update = steps_per_update(config, spec["horizon"])
+        updates = max(1, math.ceil(settings.env_steps / per_update))
+        spec["train"] = {
+            "learner": row.learner,
+            "env_steps": settings.env_steps,
+            "steps_per_update": per_update,
+            "updates": updates,
+            "config": _learner_fields(config_class, settings, seed),
+        }
+    return spec
+
+
+def _learner_fields(config_class: type, settings: Settings, seed: int) -> dict[str, Any]:
+    """The config fields a reproduction sets: the shared sampling and learning rate (on every
+    `*learning_rate` field the learner has), the seed, then `learner_settings`."""
+    fields = config_class.__dataclass_fields__
+    values: dict[str, Any] = {
+        "seed": seed,
+        "max_new_tokens": settings.max_new_tokens,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "top_k": settings.top_k,
+        "tensorboard": False,
+        "progress": False,
+        "save_steps": 0,
+    }
+    values.update({n: settings.learning_rate for n in fields if n.endswith("learning_rate")})
+    values.update({k: v for k, v in settings.learner_settings.items() if k in fields})
+    return {k: v for k, v in values.items() if k in fields}
+
+
+def _learner_config(config_class: type, settings: Settings, seed: int, updates: int, output: str):
+    values = _learner_fields(config_class, settings, seed)
+    try:
+        return config_class(**values, max_updates=updates, output_dir=output)
+    except (TypeError, ValueError) as error:
+        raise ReproduceError(f"{config_class.__name__}: {error}") from None
+
+
+def steps_per_update(config: Any, horizon: int) -> int:
+    """Environment steps of one update at most (turns that end early step less): an actor-critic
+    learner branches K ways at the first turn only (`rollout_buffer_size * K * H`); a tree
+    learner branches K ways at every turn (`rollout_buffer_size * (K + K^2 + ... + K^H)`)."""
+    from collabzoo.algos.learners.actor_critic import ActorCriticConfig
+
+    k, episodes = config.num_generations, config.rollout_buffer_size
+    turns = min(horizon, config.num_turns or horizon)
+    if isinstance(config, ActorCriticConfig):
+        return episodes * k * turns
+    return episodes * sum(k**depth for depth in range(1, turns + 1))
+
+
+# ----- the estimate ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Estimate:
+    env_steps: int
+    train_generations: int
+    bench_episodes: int | None
+    bench_generations: int | None
+    seconds: float | None
+
+
+def bench_generations_per_turn(protocol: str, agents: int, rounds: int) -> int:
+    """Generations a protocol makes per env turn (what Cost counts)."""
+    if protocol == "single":
+        return 1
+    if protocol == "discussion":
+        return agents * (rounds + 1)
+    return agents
+
+
+def estimate(run: PlannedRun, seconds_per_token: float) -> Estimate:
+    """Env steps, generations and seconds of a run: each generation is taken at its full
+    `max_new_tokens`, sampled at `seconds_per_token`, and a trained one at `TRAINING_COST`
+    times that."""
+    spec = run.spec
+    agents = 1 if run.row.one_agent else len(spec["agents"])
+    tokens = spec["bench"]["sampling"]["max_new_tokens"]
+    steps = train_generations = 0
+    if "train" in spec:
+        steps = spec["train"]["updates"] * spec["train"]["steps_per_update"]
+        train_generations = steps * agents
+    episodes = spec["bench"]["episodes"]
+    if episodes is None:
+        episodes = _eval_tasks(run)
+    bench = None
+    if episodes is not None:
+        per_turn = bench_generations_per_turn(
+            run.row.protocol, len(spec["agents"]), spec["bench"]["rounds"]
+        )
+        bench = episodes * spec["horizon"] * per_turn
+    seconds = None
+    if bench is not None:
+        seconds = (bench + TRAINING_COST * train_generations) * tokens * seconds_per_token
+    return Estimate(steps, train_generations, episodes, bench, seconds)
+
+
+def _eval_tasks(run: PlannedRun) -> int | None:
+    """The split's task count, or None when its data cannot be loaded here."""
+    try:
+        env = make(resolve(run.task).id, **run.spec["env_kwargs"])
+        return len(env.items(run.spec["bench"]["split"]))
+    except Exception:
+        return None
+
+
+# ----- one run --------------------------------------------------------------------------------
+class OneAgentEnv:
+    """A ParallelEnv of one agent, `player`, that plays every role of a collabzoo env through
+    its single-agent view (one combined prompt in, every role's answer out): how a learner of
+    teams trains one agent on a game, the way the bench's `single` protocol plays it."""
+
+    metadata: ClassVar[dict[str, Any]] = {"name": "one_agent", "render_modes": []}
+
+    def __init__(self, env: Any) -> None:
+        self.view = SingleAgentView(env)
+        self.possible_agents = [ONE_AGENT]
+        self.agents: list[str] = []
+
+    def observation_space(self, agent: str) -> Any:
+        return self.view.observation_space
+
+    def action_space(self, agent: str) -> Any:
+        return self.view.action_space
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
+        observation, info = self.view.reset(seed=seed, options=options)
+        self.agents = [ONE_AGENT]
+        return {ONE_AGENT: observation}, {ONE_AGENT: info}
+
+    def step(self, actions: Mapping[str, str]):
+        observation, reward, terminated, truncated, info = self.view.step(actions[ONE_AGENT])
+        if terminated or truncated:
+            self.agents = []
+        return (
+            {ONE_AGENT: observation},
+            {ONE_AGENT: reward},
+            {ONE_AGENT: terminated},
+            {ONE_AGENT: truncated},
+            {ONE_AGENT: info},
+        )
+
+    def state(self) -> Any:
+        return self.view.env.state()
+
+    def render(self) -> Any:
+        return self.view.render()
+
+    def close(self) -> None:
+        self.view.close()
+
+
+def one_agent_env(task: str, kwargs: Mapping[str, Any]) -> Any:
+    """The task played by one agent: the env's own one-model mode where it has one (the writing
+    and code tasks: `single_agent=True`), else every role through `OneAgentEnv`. What GRPO and
+    AC "as one agent" train on; a joint-actor learner would train the team's env instead."""
+    entry = resolve(task)
+    if supports_single_agent(entry.load()):
+        return make(entry.id, **kwargs, single_agent=True)
+    return OneAgentEnv(make(entry.id, **kwargs))
+
+
+def _train(spec: Mapping[str, Any], folder: Path) -> tuple[str, dict[str, Any]]:
+    """Train the row's learner; (the bench team spec of its saved policies, what it did)."""
+    import torch
+
+    from collabzoo.algos import LLMPolicy, load_causal_lm, lora_team
+
+    row, train = spec["row"], spec["train"]
+    task, kwargs = spec["task"], spec["env_kwargs"]
+    config_class, trainer_class = learner_table()[train["learner"]]
+    output = folder / "train"
+    settings = dict(train["config"])
+    device = spec["device"]
+    config = config_class(
+        **settings,
+        max_updates=train["updates"],
+        output_dir=str(output),
+        resume=True,
+        device=device,
+        dtype=spec["dtype"],
+    )
+
+    def make_env() -> Any:
+        if row["one_agent"]:
+            return one_agent_env(task, kwargs)
+        return make(resolve(task).id, **kwargs)
+
+    agents = list(make_env().possible_agents)
+    torch.manual_seed(spec["seed"])
+    models = spec["models"]
+    dtype = None if spec["dtype"] == "auto" else spec["dtype"]
+    if len(models) == 1 and models[0] != "tiny":  # a pretrained model: a LoRA adapter per agent
+        team: Any = lora_team(*load_causal_lm(models[0], seed=0, dtype=dtype), agents)
+    else:
+        named = models if len(models) == len(agents) else models * len(agents)
+        team = {
+            a: LLMPolicy(*load_causal_lm(named[i], seed=i, dtype=dtype))
+            for i, a in enumerate(agents)
+        }
+    trainer = trainer_class(make_env, team, config)
+    try:
+        last = trainer.train()
+        saved = trainer.save(output / "final")
+        steps = int(trainer.rollout.env_steps)
+    finally:
+        trainer.close()
+    # One agent: its own folder, which plays every role (a critic, if any, stays beside it).
+    target = saved / agents[0] if row["one_agent"] and (saved / agents[0]).is_dir() else saved
+    done = {"updates": trainer.update, "env_steps": steps, "last": last}
+    return f"hf:{target}", done
+
+
+def execute_run(spec: Mapping[str, Any], folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """One run into `folder`: train (if the row is trained), bench, and the completion marker.
+    A plain function of plain data, so that it runs alike here and as a Ray task."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    (folder / MANIFEST).write_text(
+        json.dumps({"run": spec, "started": started}, indent=1, default=str), encoding="utf-8"
+    )
+    try:  # the runs' own threads; no progress bars of model saving and loading in the log
+        import torch
+        import transformers
+
+        torch.set_num_threads(int(spec["cpus"]))
+        transformers.utils.logging.disable_progress_bar()
+    except ImportError:
+        pass
+    training: dict[str, Any] = {}
+    if spec.get("train"):
+        team, training = _train(spec, folder)
+    else:
+        team = "hf:" + ",".join(spec["models"])
+    bench = spec["bench"]
+    sampling = Sampling(**bench["sampling"])
+    options = ModelOptions(device=spec["device"], dtype=spec["dtype"], threads=int(spec["cpus"]))
+    run = BenchRun(
+        env=spec["task"],
+        team=parse_team(team),
+        protocol=bench["protocol"],
+        rounds=bench["rounds"],
+        split=bench["split"],
+        episodes=bench["episodes"],
+        seed=spec["seed"],
+        env_kwargs=dict(spec["env_kwargs"]),
+        sampling=sampling,
+        options=options,
+    )
+    sandboxes: list[Any] = []
+
+    def sandbox_factory() -> Any:
+        from collabzoo.sandbox import get_sandbox
+
+        sandboxes.append(get_sandbox(spec["sandbox"]))
+        return sandboxes[-1]
+
+    try:
+        outcome = run_bench(
+            run, folder / "bench", resume=True, sandbox_factory=sandbox_factory, progress=False
+        )
+    finally:
+        for sandbox in sandboxes:
+            sandbox.close()
+    marker = {
+        "run": spec,
+        "results": str(outcome.path.relative_to(folder)),
+        "train": training,
+        "seconds": time.time() - started,
+        "finished": time.time(),
+    }
+    (folder / DONE).write_text(json.dumps(marker, indent=1, default=float), encoding="utf-8")
+    return marker
+
+
+def finished(folder: Path, spec: Mapping[str, Any]) -> bool:
+    """Whether the run in `folder` is done with these settings (ReproduceError: with others)."""
+    marker = folder / DONE
+    if not marker.is_file():
+        return False
+    try:
+        done = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False  # a marker cut short: the run is redone
+    if json.loads(json.dumps(spec, default=str)) != done.get("run"):
+        raise ReproduceError(
+            f"{folder} finished with other settings than this plan's: use another --output, "
+            "or delete that run's folder to redo it"
+        )
+    return True
+
+
+# ----- the whole reproduction -----------------------------------------------------------------
+def run_local(runs: Sequence[PlannedRun], output: Path, say: Callable[[str], None]) -> list[str]:
+    """Run the unfinished runs here, one after another; the failures, one line each."""
+    failures = []
+    for k, run in enumerate(runs, start=1):
+        folder = output / run.folder
+        say(f"[{k}/{len(runs)}] {run.task} | {run.row.name} | seed {run.seed}")
+        try:
+            execute_run(run.spec, folder)
+        except Exception as error:
+            failures.append(f"{run.folder}: {type(error).__name__}: {error}")
+            say(f"  failed: {failures[-1]}")
+    return failures
+
+
+GATHERED = (MANIFEST, DONE, "bench/", "train/metrics.jsonl")
+"""What a Ray task sends back of its run folder (the trained weights stay on the worker)."""
+
+
+def _remote_run(spec: dict[str, Any]) -> dict[str, bytes]:
+    """A Ray task: the run in a folder of the worker, its gathered files returned as bytes."""
+    with tempfile.TemporaryDirectory(prefix="collabzoo-run-") as scratch:
+        execute_run(spec, scratch)
+        root = Path(scratch)
+        files = {}
+        for path in root.rglob("*"):
+            relative = path.relative_to(root).as_posix()
+            if path.is_file() and any(relative == g or relative.startswith(g) for g in GATHERED):
+                files[relative] = path.read_bytes()
+        return files
+
+
+def run_on_ray(
+    runs: Sequence[PlannedRun],
+    output: Path,
+    say: Callable[[str], None],
+    address: str | None = None,
+) -> list[str]:
+    """Each run a Ray task with its resources, on the cluster `address` reaches (None: a local
+    one, or the one this process joined already); each result written into `output` as it
+    arrives, the completion marker last."""
+    try:
+        import ray
+    except ImportError as error:
+        raise ReproduceError(
+            f"--ray needs Ray ({error}): pip install 'collabzoo[distributed]'"
+        ) from None
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    pending = {}
+    for run in runs:
+        task = ray.remote(_remote_run).options(
+            num_cpus=run.spec["cpus"], num_gpus=run.spec["gpus"], max_retries=0
+        )
+        pending[task.remote(run.spec)] = run
+    failures = []
+    done = 0
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        run = pending.pop(ready[0])
+        done += 1
+        try:
+            files = ray.get(ready[0])
+        except Exception as error:
+            failures.append(f"{run.folder}: {type(error).__name__}: {error}")
+            say(f"[{done}/{len(runs)}] {run.folder} failed: {failures[-1]}")
+            continue
+        folder = output / run.folder
+        if folder.exists():
+            shutil.rmtree(folder)
+        for relative in sorted(files, key=lambda name: name == DONE):  # the marker last
+            path = folder / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(files[relative])
+        say(f"[{done}/{len(runs)}] {run.task} | {run.row.name} | seed {run.seed} gathered")
+    return failures
+
+
+def pending_runs(runs: Sequence[PlannedRun], output: Path) -> list[PlannedRun]:
+    return [r for r in runs if not finished(output / r.folder, r.spec)]
+
+
+# ----- the leaderboard ------------------------------------------------------------------------
+def render(runs: Sequence[PlannedRun], output: Path, settings: Settings) -> str:
+    """The table of the finished runs (rows in the plan's order, the published rows after
+    them), with the shared settings stated."""
+    documents, labels = [], {}
+    order = {r.name: k for k, r in enumerate(settings.rows)}
+    for run in runs:
+        folder = output / run.folder
+        marker = folder / DONE
+        if not marker.is_file():
+            continue
+        done = json.loads(marker.read_text(encoding="utf-8"))
+        path = folder / done["results"]
+        try:
+            document = read_results(path)
+        except ResultsError:
+            continue
+        document["_path"] = str(path)
+        seeds = f" · seed {run.seed}" if len(settings.seeds) > 1 else ""
+        labels[str(path)] = (order.get(run.row.name, len(order)), run.seed, run.row.name + seeds)
+        documents.append(document)
+    sampling = settings.sampling()
+    lines = [
+        "# Reproduction",
+        "",
+        f"Model: {', '.join(settings.models)}. Trained rows: {settings.env_steps} environment "
+        f"steps each (at most; whole updates), learning rate {settings.learning_rate:g}. "
+        f"Sampling, training and bench alike: temperature {sampling.temperature:g}, top-p "
+        f"{sampling.top_p:g}, top-k {sampling.top_k}, at most {sampling.max_new_tokens} new "
+        f"tokens. Seeds: {', '.join(map(str, settings.seeds))}. Bench: the {settings.split} "
+        "split. Cells: mean ± half-width of the 95% t-interval over episodes; Time in seconds "
+        "and Cost in generated tokens per episode.",
+        "",
+        f"Rows marked (published) are from the {SOURCE}, on the benchmark data with the models "
+        "named under each table.",
+        "",
+    ]
+    for task, columns, rows in leaderboard(documents, published=True):
+        local = sorted((r for r in rows if not r.published), key=lambda r: labels[r.source][:2])
+        for row in local:
+            row.method = labels[row.source][2]
+        headers = _headers(columns)
+        lines += [f"## {columns.title}", "", "| " + " | ".join(headers) + " |"]
+        lines.append("|" + "|".join("---" if k < 5 else "---:" for k in range(len(headers))) + "|")
+        for row in [*local, *(r for r in rows if r.published)]:
+            cells = [c.replace("|", "\\|") for c in _cells(row, columns)]
+            lines.append("| " + " | ".join(cells) + " |")
+        if task in published_models():
+            lines += ["", f"Published models: {published_models()[task]}."]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def describe(run: PlannedRun, guess: Estimate) -> list[str]:
+    """A dry run's cells for one run."""
+
+    def count(value: int | None) -> str:
+        return "?" if value is None else str(value)
+
+    train = run.spec.get("train")
+    return [
+        run.task,
+        run.row.name,
+        str(run.seed),
+        run.row.protocol,
+        f"{train['learner']} × {train['updates']} updates" if train else "-",
+        str(guess.env_steps) if train else "-",
+        str(guess.train_generations) if train else "-",
+        count(guess.bench_episodes),
+        count(guess.bench_generations),
+        "?" if guess.seconds is None else _duration(guess.seconds),
+    ]
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def dry_run(runs: Sequence[PlannedRun], output: Path, seconds_per_token: float) -> str:
+    headers = [
+        "Task", "Row", "Seed", "Protocol", "Training", "Env steps", "Train gens",
+        "Episodes", "Bench gens", "Time (est.)", "State",
+    ]  # fmt: skip
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    total = 0.0
+    unknown = []
+    for run in runs:
+        guess = estimate(run, seconds_per_token)
+        done = finished(output / run.folder, run.spec)
+        lines.append(
+            "| " + " | ".join([*describe(run, guess), "done" if done else "to run"]) + " |"
+        )
+        if guess.seconds is None:
+            unknown.append(run.task)
+        elif not done:
+            total += guess.seconds
+    todo = len(pending_runs(runs, output))
+    tokens = runs[0].spec["bench"]["sampling"]["max_new_tokens"] if runs else 0
+    lines += [
+        "",
+        f"{len(runs)} runs, {todo} to run; estimated {_duration(total)} of compute in one "
+        f"process, assuming every generation reaches its {tokens} new tokens at "
+        f"{seconds_per_token:g} s per token, and a trained generation costs {TRAINING_COST:g} "
+        "times a sampled one (sampling, then the loss's forward and backward).",
+    ]
+    if unknown:
+        missing = ", ".join(sorted(set(unknown)))
+        lines.append(
+            f"Not counted: the bench of {missing}, whose eval split cannot be loaded here (pass "
+            "--data TASK=SOURCE or --episodes N)."
+        )
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "ALIASES",
+    "DONE",
+    "MANIFEST",
+    "POSTER_ROWS",
+    "Estimate",
+    "MethodRow",
+    "OneAgentEnv",
+    "PlannedRun",
+    "ReproduceError",
+    "Settings",
+    "dry_run",
+    "estimate",
+    "execute_run",
+    "finished",
+    "one_agent_env",
+    "pending_runs",
+    "plan",
+    "render",
+    "resolve_rows",
+    "run_local",
+    "run_on_ray",
+    "steps_per_update",
+]

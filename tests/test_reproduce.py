@@ -1,0 +1,270 @@
+"""`collabzoo reproduce`: the dry run lists every planned run with its estimate; `--quick` runs
+end to end on the CPU (plan, train, bench, leaderboard), a run killed by SIGKILL resumes without
+redoing a finished run; `--ray` on a local Ray cluster of two worker processes gives the local
+run's results for the same seeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.optional import require_module
+
+torch = require_module("torch", "train")
+
+from collabzoo.algos import LEARNERS, MAGRPOConfig, MAGRPOTrainer  # noqa: E402
+from collabzoo.algos.learners.actor_critic import ActorCriticConfig  # noqa: E402
+from collabzoo.bench.reproduce import (  # noqa: E402
+    DONE,
+    MANIFEST,
+    POSTER_ROWS,
+    ReproduceError,
+    resolve_rows,
+)
+from collabzoo.cli import main  # noqa: E402
+from collabzoo.envs.family import POSTER_METHODS  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHONPATH = os.pathsep.join(
+    [str(ROOT), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+)
+QUICK_EPISODES, QUICK_TOKENS, QUICK_STEPS = 2, 4, 4  # what --quick promises
+RAY_ROWS = ("raw", "grpo", "magrpo", "collm-cc")
+"""The rows the Ray run plays: untrained, one agent trained, a team trained by a tree learner
+and by an actor-critic with a team critic."""
+
+
+def command(output: Path, *more: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "collabzoo.cli",
+        "reproduce",
+        "--quick",
+        "--output",
+        str(output),
+        *more,
+    ]
+
+
+def markers(output: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Each finished run's folder: (its done.json, that file's and its manifest's mtimes)."""
+    found = {}
+    for done in output.glob(f"runs/*/*/*/{DONE}"):
+        manifest = done.with_name(MANIFEST)
+        found[str(done.parent.relative_to(output))] = (
+            done.read_bytes(),
+            done.stat().st_mtime_ns,
+            manifest.stat().st_mtime_ns,
+        )
+    return found
+
+
+def episodes(folder: Path) -> list[dict]:
+    """A run's bench episodes without their wall-clock times (equal across processes)."""
+    done = json.loads((folder / DONE).read_text())
+    document = json.loads((folder / done["results"]).read_text())
+    return [{k: v for k, v in e.items() if k != "time_s"} for e in document["episodes"]]
+
+
+def training(folder: Path) -> list[dict]:
+    """A trained run's metrics.jsonl without its timings."""
+    timed = ("update_seconds", "joint_samples_per_s", "time", "seconds")
+    lines = (folder / "train" / "metrics.jsonl").read_text().splitlines()
+    return [
+        {k: v for k, v in json.loads(line).items() if not any(t in k for t in timed)}
+        for line in lines
+    ]
+
+
+@pytest.fixture(scope="module")
+def cut_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """`reproduce --quick` killed (SIGKILL) once three runs are finished, then the same command
+    again to the end: the folder, and the finished runs' markers before and after."""
+    output = tmp_path_factory.mktemp("reproduce") / "quick"
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        command(output), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 240
+    while len(markers(output)) < 3 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    _, stderr = process.communicate()
+    assert process.returncode == -signal.SIGKILL, (
+        f"finished before the cut: {stderr.decode()[-2000:]}"
+    )
+    before = markers(output)
+    started = {str(p.parent.relative_to(output)) for p in output.glob(f"runs/*/*/*/{MANIFEST}")}
+    resumed = subprocess.run(command(output), env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    return {
+        "output": output,
+        "before": before,
+        "cut_short": started - set(before),
+        "after": markers(output),
+        "log": resumed.stdout,
+    }
+
+
+@pytest.mark.slow(seconds=60)
+def test_quick_runs_end_to_end_and_a_cut_run_resumes_without_redoing_finished_runs(
+    cut_run: dict,
+) -> None:
+    output, before, after = cut_run["output"], cut_run["before"], cut_run["after"]
+    rows = len(POSTER_ROWS)
+    assert 3 <= len(before) < rows
+    assert (
+        f"{rows} runs planned, {len(before)} finished already, {rows - len(before)} to run"
+        in (cut_run["log"])
+    )
+    assert len(after) == rows
+    for folder, marker in before.items():  # not one byte nor mtime of a finished run moved
+        assert after[folder] == marker, f"{folder} was redone"
+    for folder in cut_run["cut_short"]:  # a run killed mid-way started again, and finished
+        assert after[folder][2] > max(m[1] for m in before.values())
+    # Every row benched its episodes; the trained ones within their budget of env steps.
+    for folder in after:
+        done = json.loads(after[folder][0])
+        spec = done["run"]
+        assert len(episodes(output / folder)) == QUICK_EPISODES
+        tokens = [
+            g["tokens"]
+            for e in episodes(output / folder)
+            for t in e["turns"]
+            for g in t["generations"]
+        ]
+        assert tokens and max(tokens) <= QUICK_TOKENS
+        if spec["row"]["learner"] is None:
+            assert done["train"] == {}
+            continue
+        config = LEARNERS[spec["row"]["learner"]][0]()
+        per_update = config.rollout_buffer_size * config.num_generations  # H = 1 on TLDR
+        assert done["train"]["env_steps"] == per_update * -(-QUICK_STEPS // per_update)
+        assert training(output / folder)[-1]["env_steps"] == done["train"]["env_steps"]
+        saved = {p.name for p in (output / folder / "train" / "final").iterdir()}
+        assert ({"writer"} if spec["row"]["one_agent"] else {"concise", "detailed"}) <= saved
+    # The table: every row by its name in the poster's order, then the published rows.
+    board = (output / "leaderboard.md").read_text()
+    lines = [
+        line.split(" | ")[0].lstrip("| ") for line in board.splitlines() if line.startswith("| ")
+    ]
+    assert lines[1:] == [*POSTER_METHODS, *(f"{m} (published)" for m in POSTER_METHODS)]
+
+
+def test_a_finished_run_is_read_back_and_a_changed_plan_is_refused(
+    cut_run: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = cut_run["output"]
+    assert main(["reproduce", "--quick", "--output", str(output), "--dry-run"]) == 0
+    listed = capsys.readouterr().out
+    assert listed.count("| done |") == len(POSTER_ROWS) and "0 to run" in listed
+    code = main(["reproduce", "--quick", "--output", str(output), "--dry-run", "--env-steps", "9"])
+    assert code == 2
+    assert "finished with other settings" in capsys.readouterr().err
+
+
+@pytest.mark.slow(seconds=45)
+def test_ray_runs_each_run_as_a_task_and_equals_the_local_run(
+    cut_run: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ray = require_module("ray", "distributed")
+    ray.init(
+        address="local",
+        num_cpus=2,  # two worker processes, one run each at a time
+        include_dashboard=False,
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+        runtime_env={"env_vars": {"PYTHONPATH": PYTHONPATH, "OMP_NUM_THREADS": "1"}},
+    )
+    try:
+        code = main(
+            [
+                "reproduce",
+                "--quick",
+                "--ray",
+                "--rows",
+                ",".join(RAY_ROWS),
+                "--output",
+                str(tmp_path),
+            ]
+        )
+    finally:
+        ray.shutdown()
+    log = capsys.readouterr()
+    assert code == 0, log.err
+    assert "4 runs planned, 0 finished already, 4 to run on Ray" in log.out
+    gathered = markers(tmp_path)
+    assert len(gathered) == len(RAY_ROWS)
+    for folder in gathered:
+        done = json.loads(gathered[folder][0])
+        local = json.loads(cut_run["after"][folder][0])
+        assert done["run"] == local["run"]  # the same plan entry, run elsewhere
+        results = tmp_path / folder / done["results"]
+        team = json.loads(results.read_text())["team"]["spec"]
+        assert done["run"]["row"]["learner"] is None or "collabzoo-run-" in team  # a worker's
+        assert episodes(tmp_path / folder) == episodes(cut_run["output"] / folder)
+        if done["train"]:
+            assert training(tmp_path / folder) == training(cut_run["output"] / folder)
+            assert done["train"]["env_steps"] == local["train"]["env_steps"]
+    assert "| CoLLM-CC |" in (tmp_path / "leaderboard.md").read_text()
+
+
+def test_dry_run_lists_every_run_with_its_estimate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A learner registered after the poster's: a row by its name, with no change to reproduce.
+    monkeypatch.setitem(LEARNERS, "newlearner", (MAGRPOConfig, MAGRPOTrainer))
+    argv = ["reproduce", "--quick", "--dry-run", "--seeds", "0,3", "--output", str(tmp_path)]
+    assert main([*argv, "--rows", "default,newlearner", "--seconds-per-token", "0.5"]) == 0
+    out = capsys.readouterr().out
+    table = [line.split(" | ") for line in out.splitlines() if line.startswith("| tldr")]
+    names = [*POSTER_METHODS, "NEWLEARNER"]
+    assert [(cells[1], cells[2]) for cells in table] == [(n, s) for n in names for s in ("0", "3")]
+    assert not any(tmp_path.iterdir()), "a dry run writes nothing"
+    total = 0.0
+    for cells in table:
+        row = cells[1]
+        learner = {r.name: r for r in POSTER_ROWS.values()}.get(row)
+        agents = 1 if learner is not None and learner.one_agent else 2
+        protocol = cells[3]
+        bench = QUICK_EPISODES * {"single": 1, "discussion": 2 * 2}.get(protocol, 2)
+        assert cells[8] == str(bench)
+        trained = 0
+        if learner is None or learner.trained:
+            name = "magrpo" if learner is None else learner.learner
+            config = LEARNERS[name][0]()
+            per_update = config.rollout_buffer_size * config.num_generations
+            updates = -(-QUICK_STEPS // per_update)
+            assert cells[4] == f"{name if learner else 'newlearner'} × {updates} updates"
+            assert cells[5] == str(updates * per_update)
+            trained = updates * per_update * agents
+            assert cells[6] == str(trained)
+            assert isinstance(config, ActorCriticConfig) == (name in ("iac", "cc"))
+        seconds = (bench + 3 * trained) * QUICK_TOKENS * 0.5
+        assert cells[9] == f"{seconds:.0f} s", cells
+        total += seconds
+    assert f"{len(table)} runs, {len(table)} to run; estimated {total / 60:.0f} min" in out
+
+
+def test_rows_resolve_at_run_time_and_bad_names_are_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    learners = {"magrpo": None, "iac": None, "cc": None, "madpo": None}
+    rows = resolve_rows(["raw", "MAGRPO", "madpo", "magrpo"], learners)
+    assert [(r.name, r.protocol, r.learner) for r in rows] == [
+        ("Raw model", "single", None),
+        ("MAGRPO", "parallel", "magrpo"),
+        ("MADPO", "parallel", "madpo"),
+    ]
+    with pytest.raises(ReproduceError, match="unknown row 'madpo'"):
+        resolve_rows(["madpo"], {"magrpo": None})
+    assert main(["reproduce", "--quick", "--dry-run", "--rows", "nosuch"]) == 2
+    assert "unknown row 'nosuch'" in capsys.readouterr().err
