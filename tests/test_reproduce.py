@@ -223,7 +223,7 @@ def test_dry_run_lists_every_run_with_its_estimate(
     # A learner registered after the poster's: a row by its name, with no change to reproduce.
     monkeypatch.setitem(LEARNERS, "newlearner", (MAGRPOConfig, MAGRPOTrainer))
     argv = ["reproduce", "--quick", "--dry-run", "--seeds", "0,3", "--output", str(tmp_path)]
-    assert main([*argv, "--rows", "default,newlearner", "--seconds-per-token", "0.5"]) == 0
+    assert main([*argv, "--rows", "default,newlearner", "--tokens-per-second", "2"]) == 0
     out = capsys.readouterr().out
     table = [line.split(" | ") for line in out.splitlines() if line.startswith("| tldr")]
     names = [*POSTER_METHODS, "NEWLEARNER"]
@@ -248,7 +248,7 @@ def test_dry_run_lists_every_run_with_its_estimate(
             trained = updates * per_update * agents
             assert cells[6] == str(trained)
             assert isinstance(config, ActorCriticConfig) == (name in ("iac", "cc"))
-        seconds = (bench + 3 * trained) * QUICK_TOKENS * 0.5
+        seconds = (bench + 3 * trained) * QUICK_TOKENS / 2
         assert cells[9] == f"{seconds:.0f} s", cells
         total += seconds
     assert f"{len(table)} runs, {len(table)} to run; estimated {total / 60:.0f} min" in out
@@ -268,3 +268,26 @@ def test_rows_resolve_at_run_time_and_bad_names_are_refused(
         resolve_rows(["madpo"], {"magrpo": None})
     assert main(["reproduce", "--quick", "--dry-run", "--rows", "nosuch"]) == 2
     assert "unknown row 'nosuch'" in capsys.readouterr().err
+
+
+def test_one_agent_env_plays_every_role_of_a_game_as_the_single_protocol_does() -> None:
+    import collabzoo
+    from collabzoo.bench.reproduce import ONE_AGENT, OneAgentEnv, one_agent_env
+    from collabzoo.envs.scripted_teams import strbuild_oracle
+    from collabzoo.envs.single import combined_answer, combined_prompt
+
+    env = one_agent_env("strbuild", {})
+    team = collabzoo.make("strbuild")
+    assert isinstance(env, OneAgentEnv) and env.possible_agents == [ONE_AGENT]
+    prompts, _ = env.reset(seed=3, options={"task": "LLM"})
+    observations, _ = team.reset(seed=3, options={"task": "LLM"})
+    assert prompts == {ONE_AGENT: combined_prompt(observations)}
+    answers = {role: strbuild_oracle(observations[role]) for role in team.possible_agents}
+    _, rewards, terminations, _, infos = env.step({ONE_AGENT: combined_answer(answers)})
+    _, team_rewards, team_terminations, *_ = team.step(answers)
+    assert rewards[ONE_AGENT] == sum(team_rewards.values()) / 2 > 0
+    assert terminations[ONE_AGENT] == all(team_terminations.values())
+    assert infos[ONE_AGENT]["headers_found"] == list(team.possible_agents)
+    # The writing and code tasks have a one-model mode of their own: that is the env.
+    writing = one_agent_env("tldr", {"data": "sample"})
+    assert writing.possible_agents == ["writer"]

@@ -352,9 +352,9 @@ def bench_generations_per_turn(protocol: str, agents: int, rounds: int) -> int:
     return agents
 
 
-def estimate(run: PlannedRun, seconds_per_token: float) -> Estimate:
+def estimate(run: PlannedRun, tokens_per_second: float) -> Estimate:
     """Env steps, generations and seconds of a run: each generation is taken at its full
-    `max_new_tokens`, sampled at `seconds_per_token`, and a trained one at `TRAINING_COST`
+    `max_new_tokens`, sampled at `tokens_per_second`, and a trained one at `TRAINING_COST`
     times that."""
     spec = run.spec
     agents = 1 if run.row.one_agent else len(spec["agents"])
@@ -374,7 +374,7 @@ def estimate(run: PlannedRun, seconds_per_token: float) -> Estimate:
         bench = episodes * spec["horizon"] * per_turn
     seconds = None
     if bench is not None:
-        seconds = (bench + TRAINING_COST * train_generations) * tokens * seconds_per_token
+        seconds = (bench + TRAINING_COST * train_generations) * tokens / tokens_per_second
     return Estimate(steps, train_generations, episodes, bench, seconds)
 
 
@@ -738,7 +738,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def dry_run(runs: Sequence[PlannedRun], output: Path, seconds_per_token: float) -> str:
+def dry_run(runs: Sequence[PlannedRun], output: Path, tokens_per_second: float) -> str:
     headers = [
         "Task", "Row", "Seed", "Protocol", "Training", "Env steps", "Train gens",
         "Episodes", "Bench gens", "Time (est.)", "State",
@@ -747,7 +747,7 @@ def dry_run(runs: Sequence[PlannedRun], output: Path, seconds_per_token: float) 
     total = 0.0
     unknown = []
     for run in runs:
-        guess = estimate(run, seconds_per_token)
+        guess = estimate(run, tokens_per_second)
         done = finished(output / run.folder, run.spec)
         lines.append(
             "| " + " | ".join([*describe(run, guess), "done" if done else "to run"]) + " |"
@@ -761,8 +761,8 @@ def dry_run(runs: Sequence[PlannedRun], output: Path, seconds_per_token: float) 
     lines += [
         "",
         f"{len(runs)} runs, {todo} to run; estimated {_duration(total)} of compute in one "
-        f"process, assuming every generation reaches its {tokens} new tokens at "
-        f"{seconds_per_token:g} s per token, and a trained generation costs {TRAINING_COST:g} "
+        f"process, assuming every generation reaches its {tokens} new tokens, sampled at "
+        f"{tokens_per_second:g} tokens/s, and a trained generation costs {TRAINING_COST:g} "
         "times a sampled one (sampling, then the loss's forward and backward).",
     ]
     if unknown:

@@ -48,9 +48,11 @@ from collabzoo.cli.usage import UsageError
 from collabzoo.envs import resolve
 
 DEFAULT_OUTPUT = "reproduction"
-SECONDS_PER_TOKEN = 0.2
-"""The dry run's assumption: SmolLM2-135M-Instruct sampled about 5 tokens/s per episode on the
-project's 2-core CPU (its raw TLDR row: 256 tokens in 49.9 s; docs/performance.md)."""
+TOKENS_PER_SECOND = 50.0
+"""The dry run's assumption: SmolLM2-135M-Instruct sampling 16 rows at once on the project's
+2-core CPU at one thread decoded 73 tokens/s after a 21 s prefill of 16 ~400-token prompts
+(docs/performance.md, decoding the real model), about 50 generated tokens/s over 256-token
+answers."""
 QUICK = {
     "model": "tiny",
     "tasks": "tldr",
@@ -122,9 +124,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         raise UsageError(f"--tasks: {error}") from None
     tasks = list(dict.fromkeys(tasks))
     kwargs = _scoped(args.env_arg, "--env-arg", tasks)
-    for task, source in _data(
-        [*defaults["data"], *args.data] if args.quick else args.data, tasks
-    ).items():
+    own = [p for p in defaults["data"] if p.partition("=")[0] in tasks]  # --quick's, if played
+    for task, source in _data([*own, *args.data], tasks).items():
         kwargs.setdefault(task, {})["data"] = source
     env_kwargs = {t: {**kwargs.get(None, {}), **kwargs.get(t, {})} for t in tasks}
     try:
@@ -172,7 +173,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     try:
         runs = plan(settings)
         if args.dry_run:
-            sys.stdout.write(dry_run(runs, output, args.seconds_per_token))
+            sys.stdout.write(dry_run(runs, output, args.tokens_per_second))
             return 0
         todo = pending_runs(runs, output)
     except ReproduceError as error:
@@ -292,11 +293,11 @@ def add_commands(commands: Any) -> None:
         "--dry-run", action="store_true", help="print every planned run and its estimate"
     )
     parser.add_argument(
-        "--seconds-per-token",
+        "--tokens-per-second",
         type=positive_float,
-        default=SECONDS_PER_TOKEN,
-        help="the dry run's assumed sampling speed per episode (%(default)s: SmolLM2-135M on "
-        "a 2-core CPU)",
+        default=TOKENS_PER_SECOND,
+        help="the dry run's assumed sampling throughput (%(default)s: SmolLM2-135M, 16 rows at "
+        "a time, on a 2-core CPU); a trained token counts 3 times",
     )
     parser.add_argument(
         "--quick",
