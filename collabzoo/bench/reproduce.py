@@ -39,7 +39,7 @@ from collabzoo.bench.models import ModelOptions, Sampling
 from collabzoo.bench.protocols import DEFAULT_ROUNDS
 from collabzoo.bench.published import SOURCE
 from collabzoo.bench.published import models as published_models
-from collabzoo.bench.results import ResultsError, read_results
+from collabzoo.bench.results import ResultsError, read_results, summarize
 from collabzoo.bench.runner import BenchRun, run_bench
 from collabzoo.bench.teams import parse_team, slug
 from collabzoo.envs import declared, make, resolve
@@ -295,7 +295,9 @@ def _run_spec(
 
 def _learner_fields(config_class: type, settings: Settings, seed: int) -> dict[str, Any]:
     """The config fields a reproduction sets: the shared sampling and learning rate (on every
-    `*learning_rate` field the learner has), the seed, then `learner_settings`."""
+    policy and critic `*learning_rate` field the learner has; a learned reward model's keeps
+    its own), the seed, then `learner_settings`. Checkpoints as the learner's own
+    `save_steps` says, so a run cut in training resumes from its last one."""
     fields = config_class.__dataclass_fields__
     values: dict[str, Any] = {
         "seed": seed,
@@ -305,9 +307,9 @@ def _learner_fields(config_class: type, settings: Settings, seed: int) -> dict[s
         "top_k": settings.top_k,
         "tensorboard": False,
         "progress": False,
-        "save_steps": 0,
     }
-    values.update({n: settings.learning_rate for n in fields if n.endswith("learning_rate")})
+    rates = [n for n in fields if n.endswith("learning_rate") and not n.startswith("reward")]
+    values.update(dict.fromkeys(rates, settings.learning_rate))
     values.update({k: v for k, v in settings.learner_settings.items() if k in fields})
     return {k: v for k, v in values.items() if k in fields}
 
@@ -659,9 +661,9 @@ def pending_runs(runs: Sequence[PlannedRun], output: Path) -> list[PlannedRun]:
 # ----- the leaderboard ------------------------------------------------------------------------
 def render(runs: Sequence[PlannedRun], output: Path, settings: Settings) -> str:
     """The table of the finished runs (rows in the plan's order, the published rows after
-    them), with the shared settings stated."""
-    documents, labels = [], {}
-    order = {r.name: k for k, r in enumerate(settings.rows)}
+    them), with the shared settings stated. Over several seeds a row pools the episodes of
+    its finished seeds (its label names them)."""
+    finished_runs: dict[tuple[str, str], list[tuple[int, dict[str, Any]]]] = {}
     for run in runs:
         folder = output / run.folder
         marker = folder / DONE
@@ -674,15 +676,24 @@ def render(runs: Sequence[PlannedRun], output: Path, settings: Settings) -> str:
         except ResultsError:
             continue
         document["_path"] = str(path)
-        seeds = f" · seed {run.seed}" if len(settings.seeds) > 1 else ""
-        labels[str(path)] = (order.get(run.row.name, len(order)), run.seed, run.row.name + seeds)
+        finished_runs.setdefault((run.task, run.row.name), []).append((run.seed, document))
+    documents, labels = [], {}
+    order = {r.name: k for k, r in enumerate(settings.rows)}
+    for (_, name), seeded in finished_runs.items():
+        document = seeded[0][1]
+        label = name
+        if len(settings.seeds) > 1:
+            document = pooled([d for _, d in seeded])
+            label = f"{name} (seed{'s' if len(seeded) > 1 else ''} "
+            label += f"{', '.join(str(s) for s, _ in seeded)})"
+        labels[document["_path"]] = (order.get(name, len(order)), label)
         documents.append(document)
     sampling = settings.sampling()
     lines = [
         "# Reproduction",
         "",
         f"Model: {', '.join(settings.models)}. Trained rows: {settings.env_steps} environment "
-        f"steps each (at most; whole updates), learning rate {settings.learning_rate:g}. "
+        f"steps each (rounded up to whole updates), learning rate {settings.learning_rate:g}. "
         f"Sampling, training and bench alike: temperature {sampling.temperature:g}, top-p "
         f"{sampling.top_p:g}, top-k {sampling.top_k}, at most {sampling.max_new_tokens} new "
         f"tokens. Seeds: {', '.join(map(str, settings.seeds))}. Bench: the {settings.split} "
@@ -694,9 +705,9 @@ def render(runs: Sequence[PlannedRun], output: Path, settings: Settings) -> str:
         "",
     ]
     for task, columns, rows in leaderboard(documents, published=True):
-        local = sorted((r for r in rows if not r.published), key=lambda r: labels[r.source][:2])
+        local = sorted((r for r in rows if not r.published), key=lambda r: labels[r.source][0])
         for row in local:
-            row.method = labels[row.source][2]
+            row.method = labels[row.source][1]
         headers = _headers(columns)
         lines += [f"## {columns.title}", "", "| " + " | ".join(headers) + " |"]
         lines.append("|" + "|".join("---" if k < 5 else "---:" for k in range(len(headers))) + "|")
@@ -707,6 +718,19 @@ def render(runs: Sequence[PlannedRun], output: Path, settings: Settings) -> str:
             lines += ["", f"Published models: {published_models()[task]}."]
         lines.append("")
     return "\n".join(lines)
+
+
+def pooled(documents: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One row's seeds as one results document: their episodes together, the summary
+    recomputed over all of them (the interval is then over episodes of every seed)."""
+    if len(documents) == 1:
+        return documents[0]
+    merged = dict(documents[0])
+    merged["episodes"] = [e for d in documents for e in d["episodes"]]
+    merged["episodes_planned"] = sum(int(d.get("episodes_planned") or 0) for d in documents)
+    merged["_path"] = "+".join(d["_path"] for d in documents)
+    merged["summary"] = summarize(merged)
+    return merged
 
 
 def describe(run: PlannedRun, guess: Estimate) -> list[str]:
