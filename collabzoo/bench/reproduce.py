@@ -22,12 +22,14 @@ played by one agent (`one_agent_env`).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -382,11 +384,21 @@ def estimate(run: PlannedRun, tokens_per_second: float) -> Estimate:
 
 def _eval_tasks(run: PlannedRun) -> int | None:
     """The split's task count, or None when its data cannot be loaded here."""
-    try:
-        env = make(resolve(run.task).id, **run.spec["env_kwargs"])
-        return len(env.items(run.spec["bench"]["split"]))
-    except Exception:
-        return None
+    return split_tasks(run.task, json.dumps(run.spec["env_kwargs"]), run.spec["bench"]["split"])[0]
+
+
+@functools.cache
+def split_tasks(task: str, kwargs: str, split: str) -> tuple[int | None, tuple[str, ...]]:
+    """(the split's task count or None, what loading it warned of: the data it fell back to)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            env = make(resolve(task).id, **json.loads(kwargs))
+            count: int | None = len(env.items(split))
+        except Exception:
+            count = None
+    said = (". ".join(str(w.message).split(". ")[:2]).rstrip(".") + "." for w in caught)
+    return count, tuple(dict.fromkeys(said))
 
 
 # ----- one run --------------------------------------------------------------------------------
@@ -789,6 +801,11 @@ def dry_run(runs: Sequence[PlannedRun], output: Path, tokens_per_second: float) 
         f"{tokens_per_second:g} tokens/s, and a trained generation costs {TRAINING_COST:g} "
         "times a sampled one (sampling, then the loss's forward and backward).",
     ]
+    for task in dict.fromkeys(r.task for r in runs):
+        first = next(r for r in runs if r.task == task)
+        kwargs = json.dumps(first.spec["env_kwargs"])
+        for note in split_tasks(task, kwargs, first.spec["bench"]["split"])[1]:
+            lines.append(f"{task}: {note}")
     if unknown:
         missing = ", ".join(sorted(set(unknown)))
         lines.append(
