@@ -306,3 +306,28 @@ def test_one_agent_env_plays_every_role_of_a_game_as_the_single_protocol_does() 
     # The writing and code tasks have a one-model mode of their own: that is the env.
     writing = one_agent_env("tldr", {"data": "sample"})
     assert writing.possible_agents == ["writer"]
+
+
+def test_one_model_per_agent_needs_a_solo_model_for_the_one_model_rows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from collabzoo.bench.reproduce import Settings, plan
+
+    pair = "smollm2-135m-instruct,tiny"
+    assert main(["reproduce", "--quick", "--dry-run", "--model", pair]) == 2
+    assert "--solo-model" in capsys.readouterr().err
+    rows = resolve_rows(["raw", "grpo", "parallel", "magrpo"])
+    settings = Settings(
+        models=pair.split(","),
+        tasks=["tldr"],
+        rows=rows,
+        solo_model="tiny",
+        env_kwargs={"tldr": {"data": "sample"}},
+    )
+    models = {run.row.name: run.spec["models"] for run in plan(settings)}
+    assert models == {
+        "Raw model": ["tiny"],
+        "GRPO (1 agent)": ["tiny"],
+        "Parallel": pair.split(","),
+        "MAGRPO": pair.split(","),
+    }

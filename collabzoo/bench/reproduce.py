@@ -77,6 +77,11 @@ class MethodRow:
     def trained(self) -> bool:
         return self.learner is not None
 
+    @property
+    def solo(self) -> bool:
+        """Played by one model: the `single` protocol, and the rows trained as one agent."""
+        return self.one_agent or self.protocol == "single"
+
 
 POSTER_ROWS: dict[str, MethodRow] = {
     "Raw model": MethodRow("Raw model", "single"),
@@ -165,6 +170,9 @@ class Settings:
     """One model for every agent, or one per agent in play order."""
     tasks: list[str]
     rows: list[MethodRow]
+    solo_model: str | None = None
+    """With one model per agent: the model of the rows one model plays (Raw model, GRPO and AC
+    as one agent)."""
     seeds: list[int] = field(default_factory=lambda: [0])
     env_steps: int = 512
     """Every trained row's budget in environment steps."""
@@ -233,13 +241,17 @@ def plan(settings: Settings) -> list[PlannedRun]:
                 f"per agent, got {len(settings.models)}"
             )
         for row in settings.rows:
-            if row.one_agent and len(set(settings.models)) > 1:
-                raise ReproduceError(
-                    f"{row.name} trains one agent for the whole task: it needs one model, got "
-                    f"{len(settings.models)}"
-                )
+            models = list(settings.models)
+            if row.solo and len(set(models)) > 1:
+                if settings.solo_model is None:
+                    raise ReproduceError(
+                        f"the {row.name} row plays one model for the whole task, and --model "
+                        f"names {len(models)}: name its model with --solo-model, or leave the "
+                        "row out of --rows"
+                    )
+                models = [settings.solo_model]
             for seed in settings.seeds:
-                spec = _run_spec(settings, row, short, kwargs, agents, seed, probe)
+                spec = _run_spec(settings, row, short, kwargs, agents, seed, probe, models)
                 runs.append(PlannedRun(row, short, seed, spec))
     return runs
 
@@ -252,12 +264,13 @@ def _run_spec(
     agents: Sequence[str],
     seed: int,
     probe: Any,
+    models: Sequence[str],
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "row": asdict(row),
         "task": task,
         "seed": seed,
-        "models": list(settings.models),
+        "models": list(models),
         "env_kwargs": dict(kwargs),
         "agents": list(agents),
         "bench": {

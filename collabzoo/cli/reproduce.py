@@ -111,6 +111,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     if model is None:
         raise UsageError("--model is required (or --quick, which uses the tiny model)")
     models = _listed(model, "--model")
+    if args.solo_model is not None:
+        check_model_option(args.solo_model)
     for name in models:
         check_model_option(name)
     tasks_text = given("tasks")
@@ -136,6 +138,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     top_k = given("top_k")
     return Settings(
         models=models,
+        solo_model=args.solo_model,
         tasks=tasks,
         rows=rows,
         seeds=_seeds(args.seeds),
@@ -227,6 +230,13 @@ def add_commands(commands: Any) -> None:
         default=None,
         help="a model for every agent (a registry name, hub id or folder, or tiny), or one per "
         "agent, comma-separated; pretrained models train a LoRA adapter per agent",
+    )
+    parser.add_argument(
+        "--solo-model",
+        default=None,
+        metavar="MODEL",
+        help="with one model per agent: the model of the rows one model plays (Raw model, "
+        "GRPO and AC as one agent)",
     )
     parser.add_argument(
         "--tasks",
