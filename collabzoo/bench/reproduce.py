@@ -580,8 +580,16 @@ def execute_run(spec: Mapping[str, Any], folder: str | os.PathLike[str]) -> dict
         "seconds": time.time() - started,
         "finished": time.time(),
     }
-    (folder / DONE).write_text(json.dumps(marker, indent=1, default=float), encoding="utf-8")
+    write_marker(folder, json.dumps(marker, indent=1, default=float).encode())
     return marker
+
+
+def write_marker(folder: Path, content: bytes) -> None:
+    """`done.json`, written aside then renamed: a marker is whole or absent, even when the
+    process is killed while writing it."""
+    partial = folder / f".{DONE}.partial"
+    partial.write_bytes(content)
+    partial.replace(folder / DONE)
 
 
 def finished(folder: Path, spec: Mapping[str, Any]) -> bool:
@@ -671,10 +679,12 @@ def run_on_ray(
         folder = output / run.folder
         if folder.exists():
             shutil.rmtree(folder)
-        for relative in sorted(files, key=lambda name: name == DONE):  # the marker last
-            path = folder / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(files[relative])
+        for relative, content in files.items():
+            if relative != DONE:
+                path = folder / relative
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(content)
+        write_marker(folder, files[DONE])  # the marker last
         say(f"[{done}/{len(runs)}] {run.task} | {run.row.name} | seed {run.seed} gathered")
     return failures
 
