@@ -474,7 +474,7 @@ def _train(spec: Mapping[str, Any], folder: Path) -> tuple[str, dict[str, Any]]:
     """Train the row's learner; (the bench team spec of its saved policies, what it did)."""
     import torch
 
-    from collabzoo.algos import LLMPolicy, load_causal_lm, lora_team
+    from collabzoo.algos import LLMPolicy, load_causal_lm, load_saved_team, lora_team
 
     row, train = spec["row"], spec["train"]
     task, kwargs = spec["task"], spec["env_kwargs"]
@@ -500,8 +500,11 @@ def _train(spec: Mapping[str, Any], folder: Path) -> tuple[str, dict[str, Any]]:
     torch.manual_seed(spec["seed"])
     models = spec["models"]
     dtype = None if spec["dtype"] == "auto" else spec["dtype"]
-    if len(models) == 1 and models[0] != "tiny":  # a pretrained model: a LoRA adapter per agent
-        team: Any = lora_team(*load_causal_lm(models[0], seed=0, dtype=dtype), agents)
+    saved_team = load_saved_team(models[0], agents, dtype=dtype) if len(models) == 1 else None
+    if saved_team is not None:  # a warm start (`collabzoo sft`): each agent from its policy
+        team: Any = saved_team
+    elif len(models) == 1 and models[0] != "tiny":  # pretrained: a LoRA adapter per agent
+        team = lora_team(*load_causal_lm(models[0], seed=0, dtype=dtype), agents)
     else:
         named = models if len(models) == len(agents) else models * len(agents)
         team = {

@@ -43,7 +43,7 @@ from collabzoo.cli.options import (
     positive_int,
     probability,
 )
-from collabzoo.cli.team import check_model_option
+from collabzoo.cli.team import SMALL, check_model_option
 from collabzoo.cli.usage import UsageError
 from collabzoo.envs import resolve
 
@@ -115,6 +115,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
         check_model_option(args.solo_model)
     for name in models:
         check_model_option(name)
+        if name == SMALL:
+            raise UsageError(
+                "--model small learns its tokenizer from a dataset: warm start it with "
+                "`collabzoo sft DATASET --model small`, then pass that folder"
+            )
     tasks_text = given("tasks")
     try:
         tasks = (
