@@ -189,6 +189,7 @@ def test_named_learners_defaults_and_aliases() -> None:
         ("maremax", "advantage_mode=rloo", "MAReMax's baseline is max"),
         ("maremax", "advantage_group=agent", "needs advantage_mode='mean'"),
         ("marloo", "advantage_normalization=l2", "advantage normalization must be one of"),
+        ("marloo", "num_generations=1", "needs num_generations of at least 2"),
         ("maac", "critic_type=w", "critic_type must be one of"),
     ],
 )

@@ -101,6 +101,11 @@ class TreeLearnerConfig(LearnerConfig):
             raise ValueError(
                 f"advantage_std must be one of {STD_MODES}, got {self.advantage_std!r}"
             )
+        if self.advantage_mode == "rloo" and self.num_generations < 2:
+            raise ValueError(
+                "the rloo baseline leaves each sample out of its siblings' mean: it needs "
+                f"num_generations of at least 2, got {self.num_generations}"
+            )
         normalization = normalization_mode(self.advantage_normalization)
         if self.advantage_group == "node":
             return
