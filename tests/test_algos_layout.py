@@ -20,6 +20,12 @@ HOMES = {
     "CentralCriticTrainer": "collabzoo.algos.learners.central_critic",
     "CoLLMCCConfig": "collabzoo.algos.learners.central_critic",
     "CoLLMCCTrainer": "collabzoo.algos.learners.central_critic",
+    "MAACConfig": "collabzoo.algos.learners.central_critic",
+    "MAACTrainer": "collabzoo.algos.learners.central_critic",
+    "MARLOOConfig": "collabzoo.algos.learners.marloo",
+    "MARLOOTrainer": "collabzoo.algos.learners.marloo",
+    "MAReMaxConfig": "collabzoo.algos.learners.maremax",
+    "MAReMaxTrainer": "collabzoo.algos.learners.maremax",
     "IACConfig": "collabzoo.algos.learners.iac",
     "IACTrainer": "collabzoo.algos.learners.iac",
     "IPPOConfig": "collabzoo.algos.learners.ippo",
@@ -40,6 +46,7 @@ HOMES = {
     "small_causal_lm": "collabzoo.algos.policies.model_loading",
     "tiny_causal_lm": "collabzoo.algos.policies.model_loading",
     "LEARNERS": "collabzoo.algos",
+    "LEARNER_ALIASES": "collabzoo.algos",
 }
 MAX_LINES = 550
 
@@ -93,7 +100,11 @@ def test_each_actor_critic_config_states_its_rule() -> None:
 @pytest.mark.parametrize(
     ("name", "field", "bad", "message"),
     [
-        ("magrpo", "advantage_mode", "rloo", "MAREINFORCEConfig"),
+        ("marloo", "advantage_mode", "max", "MARLOO's baseline is rloo"),
+        ("maremax", "advantage_mode", "mean", "MAReMax's baseline is max"),
+        ("magrpo", "advantage_normalization", "l2", "one of .'zscore', 'std', 'none'"),
+        ("mareinforce", "advantage_group", "team", "advantage_group must be one of"),
+        ("marloo", "advantage_group", "agent", "advantage_group='agent'"),
         ("mareinforce", "advantage_mode", "median", "advantage_mode must be one of"),
         ("mareinforce", "advantage_std", "sample", "advantage_std"),
         ("iac", "mini_batch_size", 0, "mini_batch_size"),

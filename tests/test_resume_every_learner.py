@@ -25,10 +25,16 @@ torch = require_module("torch", "train")
 from collabzoo.algos import (  # noqa: E402
     IACConfig,
     IACTrainer,
+    MAACConfig,
+    MAACTrainer,
     MAGRPOConfig,
     MAGRPOTrainer,
     MAREINFORCEConfig,
     MAREINFORCETrainer,
+    MAReMaxConfig,
+    MAReMaxTrainer,
+    MARLOOConfig,
+    MARLOOTrainer,
     lora_team,
     tiny_causal_lm,
 )
@@ -130,8 +136,12 @@ def assert_same_run(whole, resumed) -> dict:
         (IACTrainer, actor_critic()),
         (IACTrainer, actor_critic(use_separate_critic=False, value_head_hidden_dim=8)),
         (MAREINFORCETrainer, tree(MAREINFORCEConfig, advantage_mode="rloo")),
+        (MARLOOTrainer, tree(MARLOOConfig)),
+        (MAReMaxTrainer, tree(MAReMaxConfig, advantage_normalization="std")),
+        (MAGRPOTrainer, tree(advantage_group="agent")),
+        (MAACTrainer, actor_critic(MAACConfig)),
     ],
-    ids=["iac", "iac-value-head", "mareinforce"],
+    ids=["iac", "iac-value-head", "mareinforce", "marloo", "maremax-std", "magrpo-drmas", "maac"],
 )
 def test_resume_ends_with_the_same_state(trainer_class, config, tmp_path) -> None:
     whole, resumed = straight_and_resumed(trainer_class, config, tmp_path)

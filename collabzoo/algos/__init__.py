@@ -14,10 +14,14 @@ from collabzoo.algos.learners.central_critic import (
     CentralCriticTrainer,
     CoLLMCCConfig,
     CoLLMCCTrainer,
+    MAACConfig,
+    MAACTrainer,
 )
 from collabzoo.algos.learners.iac import IACConfig, IACTrainer
 from collabzoo.algos.learners.ippo import IPPOConfig, IPPOTrainer
 from collabzoo.algos.learners.magrpo import MAGRPOConfig, MAGRPOTrainer
+from collabzoo.algos.learners.maremax import MAReMaxConfig, MAReMaxTrainer
+from collabzoo.algos.learners.marloo import MARLOOConfig, MARLOOTrainer
 from collabzoo.algos.learners.reinforce import MAREINFORCEConfig, MAREINFORCETrainer
 from collabzoo.algos.learners.supervised import SupervisedConfig, SupervisedTrainer
 from collabzoo.algos.policies.llm import LLMPolicy
@@ -37,11 +41,19 @@ LEARNERS = {
     "iac": (IACConfig, IACTrainer),
     "ippo": (IPPOConfig, IPPOTrainer),
     "cc": (CentralCriticConfig, CentralCriticTrainer),
+    "marloo": (MARLOOConfig, MARLOOTrainer),
+    "maremax": (MAReMaxConfig, MAReMaxTrainer),
 }
 """Learner name -> (config class, trainer class), as `collabzoo train ALGO` knows them."""
 
+LEARNER_ALIASES = {"maac": "cc"}
+"""Other names `collabzoo train` accepts -> the learner they run: CoMLRL's MAAC is the
+centralized critic, with nothing to set apart (unlike MARLOO and MAReMax, whose defaults
+differ from MA-REINFORCE's), so it is a second name, not a second learner."""
+
 __all__ = [
     "LEARNERS",
+    "LEARNER_ALIASES",
     "CentralCriticConfig",
     "CentralCriticTrainer",
     "CoLLMCCConfig",
@@ -51,10 +63,16 @@ __all__ = [
     "IPPOConfig",
     "IPPOTrainer",
     "LLMPolicy",
+    "MAACConfig",
+    "MAACTrainer",
     "MAGRPOConfig",
     "MAGRPOTrainer",
     "MAREINFORCEConfig",
     "MAREINFORCETrainer",
+    "MARLOOConfig",
+    "MARLOOTrainer",
+    "MAReMaxConfig",
+    "MAReMaxTrainer",
     "MLPPolicy",
     "Sampling",
     "SupervisedConfig",

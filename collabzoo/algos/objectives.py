@@ -13,9 +13,28 @@ subtracts a baseline b over the K siblings:
     rloo: b = mean of the other siblings = (sum(G) - G_k) / (K - 1)
     max:  b = max(G)
 
-and, with normalisation, divides by the siblings' standard deviation: by default the
-reference's population std clamped at 1e-6, max(sqrt(mean((G - mean G)^2)), 1e-6); with
-std="unbiased" the (K - 1) std + 1e-8 (collabzoo before 0.2: 1.15x smaller advantages at K=4).
+(baseline "none" is "raw" by the name CoMLRL's docs use) and then one of three normalisations:
+
+    none:   A_k                                   (the baselines stay apart)
+    std:    A_k / s(G)                            (no re-centring: the baseline keeps its meaning)
+    zscore: (A_k - mean(A)) / s(A)                (CoMLRL's; every baseline then gives MAGRPO's A)
+
+where s is by default the reference's population std clamped at 1e-6,
+max(sqrt(mean((x - mean x)^2)), 1e-6); with std="unbiased" the (K - 1) std + 1e-8 (collabzoo
+before 0.2: 1.15x smaller advantages at K=4). z-scoring removes any per-group constant and any
+positive scale, and every baseline is G minus a group constant (rloo: times K/(K-1)), which is
+why CoMLRL's MARLOO, MAReMax and MAREINFORCE equal its MAGRPO under their default normalisation.
+
+Grouped standardisation (Dr. MAS, Feng et al. 2026). A sample is one agent step s with a score
+r_s, tagged with its trajectory and its agent; the steps of one prompt are standardised in
+groups, each with its mean mu and unbiased std sigma (a one-member group: mu = 0, sigma = 1):
+
+    A_s = (r_s - mu_g(s)) / (sigma_g(s) + 1e-6)
+
+    trajectory: one value per trajectory, the mean of its steps' scores, standardised over the
+                prompt's trajectories; every step gets its trajectory's (vanilla GRPO)
+    agent:      g = the steps of the same agent in any trajectory (Dr. MAS)
+    step:       g = every step of every agent (the pooled, step-level ablation)
 
 TD and GAE (IAC, IPPO, CC). For team rewards r_t, critic values V(s_t) and the value after the
 last step (0 when the episode terminated):
@@ -49,11 +68,16 @@ from typing import Protocol, TypeVar
 
 import torch
 
-BASELINES = ("raw", "mean", "rloo", "max")
+BASELINES = ("raw", "none", "mean", "rloo", "max")
+"""A = G - b with b = 0 ("raw"; "none" is the same), the mean, the mean of the others, the max."""
+NORMALIZATIONS = ("zscore", "std", "none")
 STD_MODES = ("population", "unbiased")
 STD_FLOOR = 1e-6
 """The reference's clamp of the population std (a group of equal returns divides by this)."""
 UNBIASED_EPS = 1e-8
+ADVANTAGE_GROUPS = ("trajectory", "agent", "step")
+GROUP_EPS = 1e-6
+"""Dr. MAS's (verl's) epsilon added to the group's unbiased std."""
 
 
 def discounted_return(reward: float, children_returns: Sequence[float], gamma: float) -> float:
@@ -79,18 +103,24 @@ def sample_returns(
 def group_advantages(
     returns: Sequence[float],
     baseline: str = "mean",
-    normalize: bool = False,
+    normalize: bool | str = False,
     *,
     std: str = "population",
 ) -> list[float]:
-    """Advantages of K sibling samples from their returns G (see the module docstring)."""
+    """Advantages of K sibling samples from their returns G (see the module docstring).
+
+    `normalize` is one of NORMALIZATIONS; the booleans of collabzoo before 0.3 keep their
+    meaning: False is "none", True is "std" (for the mean baseline the same as "zscore")."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
+    mode = normalization_mode(normalize)
+    if std not in STD_MODES:
+        raise ValueError(f"std must be one of {STD_MODES}, got {std!r}")
     k = len(returns)
     if k == 0:
         return []
     total = sum(returns)
-    if baseline == "raw":
+    if baseline in ("raw", "none"):
         advantages = list(returns)
     elif baseline == "mean":
         advantages = [g - total / k for g in returns]
@@ -101,16 +131,99 @@ def group_advantages(
     else:
         best = max(returns)
         advantages = [g - best for g in returns]
-    if std not in STD_MODES:
-        raise ValueError(f"std must be one of {STD_MODES}, got {std!r}")
-    if normalize and k > 1:
-        mean = total / k
-        squares = sum((g - mean) ** 2 for g in returns)
-        if std == "population":
-            scale = max(math.sqrt(squares / k), STD_FLOOR)
-        else:
-            scale = math.sqrt(squares / (k - 1)) + UNBIASED_EPS
-        advantages = [a / scale for a in advantages]
+    if mode == "none" or k < 2:
+        return advantages
+    if mode == "std":
+        return [a / _spread(returns, std) for a in advantages]
+    centre = sum(advantages) / k
+    scale = _spread(advantages, std)
+    return [(a - centre) / scale for a in advantages]
+
+
+def normalization_mode(normalize: bool | str) -> str:
+    """The normalisation a setting names: one of NORMALIZATIONS, or an old boolean (True:
+    "std", dividing by the group std without re-centring, as collabzoo did; False: "none")."""
+    if isinstance(normalize, bool):
+        return "std" if normalize else "none"
+    if normalize not in NORMALIZATIONS:
+        raise ValueError(
+            f"advantage normalization must be one of {NORMALIZATIONS} (or a boolean: True is "
+            f"'std', False 'none'), got {normalize!r}"
+        )
+    return normalize
+
+
+def _spread(values: Sequence[float], std: str) -> float:
+    """The group's std: population clamped at 1e-6 (the reference's) or unbiased + 1e-8."""
+    k = len(values)
+    mean = sum(values) / k
+    squares = sum((v - mean) ** 2 for v in values)
+    if std == "population":
+        return max(math.sqrt(squares / k), STD_FLOOR)
+    return math.sqrt(squares / (k - 1)) + UNBIASED_EPS
+
+
+# ----- grouped standardisation (Dr. MAS) -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepScore:
+    """One agent step of one prompt's rollouts, as `grouped_step_advantages` groups it."""
+
+    trajectory: Hashable
+    """Which of the prompt's trajectories the step belongs to."""
+    agent: Hashable
+    """Which agent took it (by id, even where agents share one model, as Dr. MAS groups)."""
+    score: float
+    """r_s: the trajectory's team outcome (minus any per-step penalty)."""
+
+
+def standardize_group(values: Sequence[float], *, scale: bool = True) -> list[float]:
+    """(x - mu) / (sigma + 1e-6) over one group, sigma the unbiased std; a one-member group
+    takes mu = 0, sigma = 1 (verl's GRPO outcome advantage, which Dr. MAS builds on). Without
+    `scale` (verl's norm_adv_by_std_in_grpo=False) only the mean is taken off."""
+    if len(values) == 0:
+        return []
+    if len(values) == 1:
+        mu, sigma = 0.0, 1.0
+    else:
+        mu = sum(values) / len(values)
+        sigma = math.sqrt(sum((v - mu) ** 2 for v in values) / (len(values) - 1))
+    if not scale:
+        return [v - mu for v in values]
+    return [(v - mu) / (sigma + GROUP_EPS) for v in values]
+
+
+def grouped_step_advantages(
+    steps: Sequence[StepScore], group: str = "agent", *, scale: bool = True
+) -> list[float]:
+    """Each step's advantage, standardised over one prompt's steps in `group` groups: one of
+    ADVANTAGE_GROUPS (see the module docstring). "agent" is Dr. MAS's agent-wise
+    normalisation (its Eq. 5): per agent its own mean and std, so an agent whose scores are
+    rarer or noisier is not scaled by the others' statistics; "trajectory" is the vanilla GRPO
+    it is measured against; "step" pools every agent's steps (the missing ablation of Dr. MAS
+    issue #81: it counts steps as "agent" does, with the statistics shared)."""
+    if group not in ADVANTAGE_GROUPS:
+        raise ValueError(f"advantage_group must be one of {ADVANTAGE_GROUPS}, got {group!r}")
+    advantages = [0.0] * len(steps)
+    if group == "trajectory":
+        members: dict[Hashable, list[int]] = {}
+        for index, step in enumerate(steps):
+            members.setdefault(step.trajectory, []).append(index)
+        means = [sum(steps[i].score for i in found) / len(found) for found in members.values()]
+        for found, value in zip(
+            members.values(), standardize_group(means, scale=scale), strict=True
+        ):
+            for index in found:
+                advantages[index] = value
+        return advantages
+    groups: dict[Hashable, list[int]] = {}
+    for index, step in enumerate(steps):
+        groups.setdefault(step.agent if group == "agent" else None, []).append(index)
+    for found in groups.values():
+        values = standardize_group([steps[i].score for i in found], scale=scale)
+        for index, value in zip(found, values, strict=True):
+            advantages[index] = value
     return advantages
 
 

@@ -40,18 +40,19 @@ TINY_MODEL_DEFAULTS = {
 def cmd_train(args: argparse.Namespace) -> int:
     check_model_option(args.model)  # a mistyped name: refused before anything loads
     try:
-        from collabzoo.algos import LEARNERS
+        from collabzoo.algos import LEARNER_ALIASES, LEARNERS
     except ImportError as error:
         raise UsageError(
             f"training needs the train extra ({error}): pip install 'collabzoo[train]'"
         ) from None
-    if args.algo not in LEARNERS:
-        raise UsageError(f"unknown learner {args.algo!r}; known: {', '.join(sorted(LEARNERS))}")
+    if args.algo not in LEARNERS and args.algo not in LEARNER_ALIASES:
+        known = ", ".join(sorted([*LEARNERS, *LEARNER_ALIASES]))
+        raise UsageError(f"unknown learner {args.algo!r}; known: {known}")
     if args.eval_episodes < 0:
         raise UsageError(
             f"--eval-episodes must be 0 (no final eval) or more, got {args.eval_episodes}"
         )
-    config_class, trainer_class = LEARNERS[args.algo]
+    config_class, trainer_class = LEARNERS[LEARNER_ALIASES.get(args.algo, args.algo)]
     given = config_settings(config_class, args.set, "num_generations=8")
     entry = checked(resolve, args.env)
     env_kwargs = key_values(args.env_arg)
@@ -120,7 +121,9 @@ def add_commands(commands: Any) -> None:
         "JSON object per update), TensorBoard logs and checkpoints to OUTPUT.",
     )
     train.add_argument(
-        "algo", metavar="ALGO", help="magrpo, mareinforce, iac, ippo or cc (CoLLM-CC)"
+        "algo",
+        metavar="ALGO",
+        help="magrpo, mareinforce, marloo, maremax, iac, ippo or cc (CoLLM-CC; also maac)",
     )
     train.add_argument("--env", required=True, help="env name or id (collabzoo list names them)")
     train.add_argument(

@@ -57,3 +57,6 @@ class CentralCriticTrainer(ActorCriticLearner):
 CoLLMCCTrainer = CentralCriticTrainer
 """The paper's name for the same trainer."""
 CoLLMCCConfig = CentralCriticConfig
+MAACTrainer = CentralCriticTrainer
+"""CoMLRL's name for the same trainer (its MAAC is the paper's CoLLM-CC; `collabzoo train maac`)."""
+MAACConfig = CentralCriticConfig

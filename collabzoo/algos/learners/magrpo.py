@@ -4,6 +4,9 @@ At each tree node every agent samples K completions; joint actions are aligned (
 crossed (K^N); returns flow bottom-up, R = r + gamma * mean(children's R); an agent's sample k
 gets A_k = (G_k - mean(G)) / std(G), and the loss is -mean(A * sum_t log pi) per agent. No ratio,
 no clipping; a KL penalty to a frozen reference only when asked. See `tree_learner` for the loop.
+
+As in CoMLRL, the other baselines are settings (`advantage_mode`); with the default z-score
+normalisation they all give these same advantages (see `objectives`).
 """
 
 from __future__ import annotations
@@ -19,16 +22,9 @@ class MAGRPOConfig(TreeLearnerConfig):
 
     output_dir: str = "runs/magrpo"
     advantage_mode: str = "mean"
-    """MAGRPO's baseline is the group mean (the others are MA-REINFORCE's)."""
-    advantage_normalization: bool = True
-
-    def validate(self) -> None:
-        super().validate()
-        if self.advantage_mode != "mean":
-            raise ValueError(
-                f"MAGRPO's baseline is the group mean, got advantage_mode={self.advantage_mode!r}:"
-                " the other baselines are MA-REINFORCE's (MAREINFORCEConfig(advantage_mode=...))"
-            )
+    """MAGRPO's baseline is the group mean."""
+    advantage_normalization: bool | str = "zscore"
+    """The reference's z-score over each node's K siblings."""
 
 
 class MAGRPOTrainer(TreeLearner):

@@ -18,7 +18,9 @@ class MAREINFORCEConfig(TreeLearnerConfig):
     """MA-REINFORCE settings."""
 
     output_dir: str = "runs/mareinforce"
-    advantage_normalization: bool = False
+    advantage_normalization: bool | str = "none"
+    """Unnormalised: the baseline alone shapes the advantage ('zscore' makes any baseline
+    MAGRPO's)."""
 
 
 class MAREINFORCETrainer(TreeLearner):

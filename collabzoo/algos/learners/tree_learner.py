@@ -12,8 +12,8 @@ top-p). Rollouts sampled by vLLM weight each token's term by min(pi_i / pi_vllm,
 (`objectives`). Each distinct policy has its own optimizer, gradient clip and skip
 (`runtime.update_groups`): a non-finite loss skips that policy's step only and is reported; it never
 becomes a constant. The loss pass runs in train mode, the KL reference pass in eval mode. A
-learner is this loop with its config's defaults: MAGRPO the group mean, normalised;
-MA-REINFORCE any baseline, unnormalised.
+learner is this loop with its config's defaults: MAGRPO the group mean, z-scored;
+MA-REINFORCE no baseline, MARLOO the leave-one-out and MAReMax the max baseline, unnormalised.
 """
 
 from __future__ import annotations
@@ -33,9 +33,13 @@ from collabzoo.algos.learners.config import (
 from collabzoo.algos.learners.learner import Learner
 from collabzoo.algos.learners.stats import DriftLog
 from collabzoo.algos.objectives import (
+    ADVANTAGE_GROUPS,
     BASELINES,
     STD_MODES,
+    StepScore,
     group_advantages,
+    grouped_step_advantages,
+    normalization_mode,
     sample_returns,
     truncated_importance_weights,
 )
@@ -62,8 +66,17 @@ class TreeLearnerConfig(LearnerConfig):
     joint_mode: str = "aligned"
     """'aligned' (K joint actions per node) or 'cross' (K^N)."""
     advantage_mode: str = "mean"
-    """The baseline b of A = G - b over a node's K sibling returns: 'raw' (0), 'mean', 'rloo'
-    (the mean of the other siblings) or 'max'."""
+    """The baseline b of A = G - b over a node's K sibling returns: 'raw' or 'none' (0),
+    'mean', 'rloo' (the mean of the other siblings) or 'max'."""
+    advantage_normalization: bool | str = "zscore"
+    """'zscore' (A - mean A) / std A, CoMLRL's (it makes every baseline MAGRPO's); 'std': A /
+    std of the group's returns, no re-centring (the baseline keeps its meaning); 'none'. The
+    booleans of earlier versions keep their meaning: true is 'std', false 'none'."""
+    advantage_group: str = "node"
+    """Over what the advantages are standardised: 'node' (each node's K siblings, per agent:
+    MAGRPO's), or per episode 'trajectory' (vanilla GRPO), 'agent' (Dr. MAS: an agent's samples
+    at every node) or 'step' (all agents' samples pooled); the last three with the mean
+    baseline, the unbiased std + 1e-6, and 'zscore' or 'none'."""
     agent_learning_rate: float = 5.0e-6
     """AdamW learning rate of every policy (each has its own optimizer)."""
     advantage_std: str = "population"
@@ -87,6 +100,30 @@ class TreeLearnerConfig(LearnerConfig):
         if self.advantage_std not in STD_MODES:
             raise ValueError(
                 f"advantage_std must be one of {STD_MODES}, got {self.advantage_std!r}"
+            )
+        if self.advantage_mode == "rloo" and self.num_generations < 2:
+            raise ValueError(
+                "the rloo baseline leaves each sample out of its siblings' mean: it needs "
+                f"num_generations of at least 2, got {self.num_generations}"
+            )
+        normalization = normalization_mode(self.advantage_normalization)
+        if self.advantage_group == "node":
+            return
+        if self.advantage_group not in ADVANTAGE_GROUPS:
+            groups = ("node", *ADVANTAGE_GROUPS)
+            raise ValueError(
+                f"advantage_group must be one of {groups}, got {self.advantage_group!r}"
+            )
+        if self.advantage_mode != "mean" or normalization == "std":
+            raise ValueError(
+                f"advantage_group={self.advantage_group!r} standardises with the group mean "
+                "(Dr. MAS): it needs advantage_mode='mean' and advantage_normalization 'zscore' "
+                f"or 'none', got {self.advantage_mode!r} and {self.advantage_normalization!r}"
+            )
+        if self.advantage_group == "trajectory" and self.joint_mode != "aligned":
+            raise ValueError(
+                "advantage_group='trajectory' needs joint_mode='aligned': a crossed node's "
+                "sample takes part in K^(N-1) joint actions, not in one trajectory"
             )
 
 
@@ -128,7 +165,7 @@ class TreeLearner(Learner):
 
     # ----- rewards and advantages ---------------------------------------------------------------
     def node_advantages(self, node: Node) -> dict[str, list[float]]:
-        """Per agent, the advantages of its K samples at this node."""
+        """Per agent, the advantages of its K samples at this node (advantage_group 'node')."""
         joints = [c.joint for c in node.children]
         returns = [c.ret for c in node.children]
         return {
@@ -141,13 +178,37 @@ class TreeLearner(Learner):
             for position, agent in enumerate(node.agents)
         }
 
+    def tree_advantages(self, root: Node) -> dict[int, dict[str, list[float]]]:
+        """id(node) -> per agent, the advantages of its K samples at that node.
+
+        With a Dr. MAS `advantage_group` the steps are every agent's samples at every node of
+        the episode's tree, each scored by its return G (a sample's trajectory is the joint
+        action it took part in, aligned mode), standardised together (`objectives`)."""
+        nodes = expanded_nodes(root)
+        if self.args.advantage_group == "node":
+            return {id(node): self.node_advantages(node) for node in nodes}
+        steps: list[StepScore] = []
+        for node in nodes:
+            joints = [c.joint for c in node.children]
+            returns = [c.ret for c in node.children]
+            for position, agent in enumerate(node.agents):
+                scores = sample_returns(joints, returns, position, node.k)
+                steps += [StepScore((id(node), k), agent, g) for k, g in enumerate(scores)]
+        scale = normalization_mode(self.args.advantage_normalization) != "none"
+        flat = iter(grouped_step_advantages(steps, self.args.advantage_group, scale=scale))
+        return {
+            id(node): {agent: [next(flat) for _ in range(node.k)] for agent in node.agents}
+            for node in nodes
+        }
+
     # ----- one update ---------------------------------------------------------------------------
     def training_batch(self, roots: list[Node]) -> dict[str, list[TreeSample]]:
         """Per agent: a `TreeSample` of every sample."""
         batch: dict[str, list[TreeSample]] = {a: [] for a in self.agents}
         for root in roots:
+            advantages_at = self.tree_advantages(root)
             for node in expanded_nodes(root):
-                for agent, advantages in self.node_advantages(node).items():
+                for agent, advantages in advantages_at[id(node)].items():
                     for completion, advantage in zip(node.samples[agent], advantages, strict=True):
                         batch[agent].append(
                             TreeSample(
