@@ -9,6 +9,7 @@ task only as a ParallelEnv, which is what lets it train on third-party environme
 Needs the training extra: pip install "collabzoo[train]".
 """
 
+from collabzoo.algos.learners.atgrpo import ATGRPOConfig, ATGRPOTrainer
 from collabzoo.algos.learners.central_critic import (
     CentralCriticConfig,
     CentralCriticTrainer,
@@ -17,6 +18,7 @@ from collabzoo.algos.learners.central_critic import (
 )
 from collabzoo.algos.learners.iac import IACConfig, IACTrainer
 from collabzoo.algos.learners.ippo import IPPOConfig, IPPOTrainer
+from collabzoo.algos.learners.joint_actor import JointActorConfig, JointActorTrainer
 from collabzoo.algos.learners.magrpo import MAGRPOConfig, MAGRPOTrainer
 from collabzoo.algos.learners.reinforce import MAREINFORCEConfig, MAREINFORCETrainer
 from collabzoo.algos.learners.supervised import SupervisedConfig, SupervisedTrainer
@@ -37,11 +39,15 @@ LEARNERS = {
     "iac": (IACConfig, IACTrainer),
     "ippo": (IPPOConfig, IPPOTrainer),
     "cc": (CentralCriticConfig, CentralCriticTrainer),
+    "joint": (JointActorConfig, JointActorTrainer),
+    "atgrpo": (ATGRPOConfig, ATGRPOTrainer),
 }
 """Learner name -> (config class, trainer class), as `collabzoo train ALGO` knows them."""
 
 __all__ = [
     "LEARNERS",
+    "ATGRPOConfig",
+    "ATGRPOTrainer",
     "CentralCriticConfig",
     "CentralCriticTrainer",
     "CoLLMCCConfig",
@@ -50,6 +56,8 @@ __all__ = [
     "IACTrainer",
     "IPPOConfig",
     "IPPOTrainer",
+    "JointActorConfig",
+    "JointActorTrainer",
     "LLMPolicy",
     "MAGRPOConfig",
     "MAGRPOTrainer",

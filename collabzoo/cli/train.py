@@ -58,6 +58,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     probe = checked(make, entry.id, **env_kwargs)
     checked(probe.items)  # the tasks load (or say what data to pass) before any model does
     agents = list(probe.possible_agents)
+    policy_agents = getattr(trainer_class, "policy_agents", None)  # the joint actor's one agent
+    if policy_agents is not None:
+        agents = checked(policy_agents, probe)
     fields = config_class.__dataclass_fields__
     from_scratch = args.model in (TINY, SMALL)
     settings = {k: v for k, v in TINY_MODEL_DEFAULTS.items() if k in fields} if from_scratch else {}
@@ -120,7 +123,9 @@ def add_commands(commands: Any) -> None:
         "JSON object per update), TensorBoard logs and checkpoints to OUTPUT.",
     )
     train.add_argument(
-        "algo", metavar="ALGO", help="magrpo, mareinforce, iac, ippo or cc (CoLLM-CC)"
+        "algo",
+        metavar="ALGO",
+        help="magrpo, mareinforce, iac, ippo, cc (CoLLM-CC), joint (one joint actor) or atgrpo",
     )
     train.add_argument("--env", required=True, help="env name or id (collabzoo list names them)")
     train.add_argument(
