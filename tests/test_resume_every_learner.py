@@ -23,8 +23,13 @@ from tests.optional import require_module
 torch = require_module("torch", "train")
 
 from collabzoo.algos import (  # noqa: E402
+    ATGRPOConfig,
+    ATGRPOTrainer,
     IACConfig,
     IACTrainer,
+    JointActorConfig,
+    JointActorTrainer,
+    LLMPolicy,
     MAGRPOConfig,
     MAGRPOTrainer,
     MAREINFORCEConfig,
@@ -130,11 +135,16 @@ def assert_same_run(whole, resumed) -> dict:
         (IACTrainer, actor_critic()),
         (IACTrainer, actor_critic(use_separate_critic=False, value_head_hidden_dim=8)),
         (MAREINFORCETrainer, tree(MAREINFORCEConfig, advantage_mode="rloo")),
+        (ATGRPOTrainer, tree(ATGRPOConfig, ppo_mini_batches=2, filter_low_mean_groups=0.5)),
+        (JointActorTrainer, tree(JointActorConfig, joint_format="fixed_width", max_new_tokens=2)),
     ],
-    ids=["iac", "iac-value-head", "mareinforce"],
+    ids=["iac", "iac-value-head", "mareinforce", "atgrpo", "joint"],
 )
 def test_resume_ends_with_the_same_state(trainer_class, config, tmp_path) -> None:
-    whole, resumed = straight_and_resumed(trainer_class, config, tmp_path)
+    make_team = None  # the joint actor is one policy for the joint agent
+    if trainer_class is JointActorTrainer:
+        make_team = lambda: LLMPolicy(*tiny_causal_lm(seed=0))  # noqa: E731
+    whole, resumed = straight_and_resumed(trainer_class, config, tmp_path, make_team)
     state = assert_same_run(whole, resumed)
     if trainer_class is IACTrainer:  # the critics (heads, backbones, optimizers) matched too
         assert state["extra"]["critic_heads"]
