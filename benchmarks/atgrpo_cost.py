@@ -201,9 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         "headline": {
             "benchmark": "AT-GRPO against MAGRPO, cost per update",
             "figure": (
-                f"at H = 4, K = {args.k}: {thousands(rows[2]['generations_per_episode'])} against "
-                f"{thousands(rows[3]['generations_per_episode'])} generations per episode; "
-                f"the update {times(found['4']['time'], 1)} faster"
+                f"at H = 4, K = {args.k}: AT-GRPO samples "
+                f"{thousands(rows[3]['generations_per_episode'])} completions per episode where "
+                f"MAGRPO samples {thousands(rows[2]['generations_per_episode'])}; its update is "
+                f"{times(found['4']['time'], 1)} faster"
             ),
             "ratio": round(found["4"]["time"], 2),
             "section": "AT-GRPO against MAGRPO: cost per update",

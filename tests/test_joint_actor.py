@@ -266,7 +266,7 @@ the 2-core CPU, 2026-12-07: 0.281 0.172 0.469 0.484 (mean 0.352, sd 0.148; rando
 three times random play and 0.07 below the worst seed."""
 
 
-@pytest.mark.slow(seconds=160)
+@pytest.mark.slow(seconds=180)
 def test_the_joint_actor_learns_tinycoop_from_the_command_line(tmp_path) -> None:
     from tests.test_atgrpo import cli_learning_run
 
