@@ -40,6 +40,10 @@ HOMES = {
     "small_causal_lm": "collabzoo.algos.policies.model_loading",
     "tiny_causal_lm": "collabzoo.algos.policies.model_loading",
     "LEARNERS": "collabzoo.algos",
+    "ATGRPOConfig": "collabzoo.algos.learners.atgrpo",
+    "ATGRPOTrainer": "collabzoo.algos.learners.atgrpo",
+    "JointActorConfig": "collabzoo.algos.learners.joint_actor",
+    "JointActorTrainer": "collabzoo.algos.learners.joint_actor",
 }
 MAX_LINES = 550
 

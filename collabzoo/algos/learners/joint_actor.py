@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from collabzoo.algos.learners.learner import env_factory
-from collabzoo.algos.learners.magrpo import MAGRPOConfig, MAGRPOTrainer
+from collabzoo.algos.learners.magrpo import MAGRPOConfig
+from collabzoo.algos.learners.tree_learner import TreeLearner
 from collabzoo.algos.rollout.joint_env import JOINT_OBSERVATIONS, JointActionEnv
 from collabzoo.joint_sections import JOINT_FORMATS
 
@@ -93,15 +94,12 @@ def joint_env_factory(env: Any, args: JointActorConfig) -> Callable[[], JointAct
     return wrapped
 
 
-class JointActorTrainer(MAGRPOTrainer):
-    """`JointActorTrainer(env=..., models=one model, args=JointActorConfig(...)).train()`:
-    `env` is the team's ParallelEnv (its class, a factory or an instance); `models` one policy
-    (or {"alpha+beta": policy})."""
+class JointActorLearner(TreeLearner):
+    """MAGRPO's loop on the team's env wrapped for one joint agent (`JointActionEnv`)."""
 
-    algorithm = "joint"
+    algorithm = "joint_actor"
 
-    def __init__(self, env, models, args: JointActorConfig | None = None, **kwargs) -> None:
-        args = args or JointActorConfig()
+    def __init__(self, env: Any, models: Any, args: JointActorConfig, **kwargs: Any) -> None:
         if not isinstance(args, JointActorConfig):
             raise TypeError(f"the joint actor takes a JointActorConfig, got {type(args).__name__}")
         eval_env = kwargs.pop("eval_env", None)
@@ -115,4 +113,21 @@ class JointActorTrainer(MAGRPOTrainer):
         return list(JointActionEnv(env).possible_agents)
 
 
-__all__ = ["JointActorConfig", "JointActorTrainer", "joint_completion_ids", "joint_env_factory"]
+class JointActorTrainer(JointActorLearner):
+    """`JointActorTrainer(env=..., models=one model, args=JointActorConfig(...)).train()`:
+    `env` is the team's ParallelEnv (its class, a factory or an instance); `models` one policy
+    (or {"alpha+beta": policy})."""
+
+    algorithm = "joint"
+
+    def __init__(self, env, models, args: JointActorConfig | None = None, **kwargs) -> None:
+        super().__init__(env, models, args or JointActorConfig(), **kwargs)
+
+
+__all__ = [
+    "JointActorConfig",
+    "JointActorLearner",
+    "JointActorTrainer",
+    "joint_completion_ids",
+    "joint_env_factory",
+]
