@@ -200,6 +200,18 @@ def test_a_joint_actor_plays_several_turns_as_one_agent(tmp_path) -> None:
     assert "task/joint_unparsable" in last and last["skipped"] == 0.0
 
 
+def test_the_joint_prompt_can_be_the_envs_state() -> None:
+    env = JointActionEnv(collabzoo.make("tinycoop"), joint_observation="state")
+    (prompt,) = env.reset(seed=1)[0].values()
+    assert env.env.state() in prompt and "<agent_1>" in prompt
+    assert "Agent 0 original prompt" not in prompt
+
+    numeric = JointActionEnv(collabzoo.make("tinycoop"), joint_observation="state")
+    numeric.env.state = lambda: [0.0, 1.0]
+    with pytest.raises(TypeError, match="needs an env whose state\\(\\) is text"):
+        numeric.reset(seed=0)
+
+
 def test_bad_settings_are_refused_clearly(tmp_path) -> None:
     with pytest.raises(ValueError, match="joint_format must be one of"):
         JointActorConfig(joint_format="xml")
