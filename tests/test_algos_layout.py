@@ -42,6 +42,8 @@ HOMES = {
     "LEARNERS": "collabzoo.algos",
     "ATGRPOConfig": "collabzoo.algos.learners.atgrpo",
     "ATGRPOTrainer": "collabzoo.algos.learners.atgrpo",
+    "JointACConfig": "collabzoo.algos.learners.joint_actor",
+    "JointACTrainer": "collabzoo.algos.learners.joint_actor",
     "JointActorConfig": "collabzoo.algos.learners.joint_actor",
     "JointActorTrainer": "collabzoo.algos.learners.joint_actor",
 }

@@ -200,6 +200,29 @@ def test_a_joint_actor_plays_several_turns_as_one_agent(tmp_path) -> None:
     assert "task/joint_unparsable" in last and last["skipped"] == 0.0
 
 
+def test_the_ac_row_a_joint_actor_critic_trains_and_saves_one_policy(tmp_path) -> None:
+    """`collabzoo train joint-ac`: IAC's loop on the joint agent (one actor, one critic of the
+    joint prompt), saved as the one folder the bench's joint protocol loads."""
+    out = tmp_path / "ac"
+    trained = run_cli(
+        "train", "joint-ac", "--env", "tinycoop", "--model", "tiny", "--output", str(out),
+        "--updates", "2", "--set", "rollout_buffer_size=2", "--set", "num_generations=2",
+        "--set", "joint_format=fixed_width", "--set", "max_new_tokens=2",
+        "--set", "progress=false", "--eval-episodes", "2",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    assert "agents alpha+beta" in trained.stdout
+    from collabzoo.algos.policies.model_loading import team_folders
+
+    # the actor is the one policy an hf: team of alpha and beta loads (the critic is beside it)
+    assert team_folders(out / "final", ["alpha", "beta"]) == {
+        out / "final" / "alpha+beta": ["alpha", "beta"]
+    }
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in records] == [1, 2]
+    assert all("value_loss" in r and "task/joint_unparsable" in r for r in records)
+
+
 def test_the_joint_prompt_can_be_the_envs_state() -> None:
     env = JointActionEnv(collabzoo.make("tinycoop"), joint_observation="state")
     (prompt,) = env.reset(seed=1)[0].values()

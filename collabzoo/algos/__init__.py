@@ -18,7 +18,12 @@ from collabzoo.algos.learners.central_critic import (
 )
 from collabzoo.algos.learners.iac import IACConfig, IACTrainer
 from collabzoo.algos.learners.ippo import IPPOConfig, IPPOTrainer
-from collabzoo.algos.learners.joint_actor import JointActorConfig, JointActorTrainer
+from collabzoo.algos.learners.joint_actor import (
+    JointACConfig,
+    JointActorConfig,
+    JointActorTrainer,
+    JointACTrainer,
+)
 from collabzoo.algos.learners.magrpo import MAGRPOConfig, MAGRPOTrainer
 from collabzoo.algos.learners.reinforce import MAREINFORCEConfig, MAREINFORCETrainer
 from collabzoo.algos.learners.supervised import SupervisedConfig, SupervisedTrainer
@@ -40,6 +45,7 @@ LEARNERS = {
     "ippo": (IPPOConfig, IPPOTrainer),
     "cc": (CentralCriticConfig, CentralCriticTrainer),
     "joint": (JointActorConfig, JointActorTrainer),
+    "joint-ac": (JointACConfig, JointACTrainer),
     "atgrpo": (ATGRPOConfig, ATGRPOTrainer),
 }
 """Learner name -> (config class, trainer class), as `collabzoo train ALGO` knows them."""
@@ -56,6 +62,8 @@ __all__ = [
     "IACTrainer",
     "IPPOConfig",
     "IPPOTrainer",
+    "JointACConfig",
+    "JointACTrainer",
     "JointActorConfig",
     "JointActorTrainer",
     "LLMPolicy",

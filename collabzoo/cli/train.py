@@ -125,7 +125,8 @@ def add_commands(commands: Any) -> None:
     train.add_argument(
         "algo",
         metavar="ALGO",
-        help="magrpo, mareinforce, iac, ippo, cc (CoLLM-CC), joint (one joint actor) or atgrpo",
+        help="magrpo, mareinforce, iac, ippo, cc (CoLLM-CC), atgrpo, joint (one policy for the "
+        "whole team, CentralizedMAGRPO) or joint-ac (the same trained by IAC)",
     )
     train.add_argument("--env", required=True, help="env name or id (collabzoo list names them)")
     train.add_argument(

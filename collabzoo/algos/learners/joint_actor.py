@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from collabzoo.algos.learners.actor_critic import ActorCriticLearner
+from collabzoo.algos.learners.iac import IACConfig
 from collabzoo.algos.learners.learner import env_factory
 from collabzoo.algos.learners.magrpo import MAGRPOConfig
 from collabzoo.algos.learners.tree_learner import TreeLearner
@@ -40,10 +42,9 @@ def joint_completion_ids(ids: Sequence[int], pad_id: int | None, eos_id: int | N
 
 
 @dataclass
-class JointActorConfig(MAGRPOConfig):
-    """The joint actor's settings: MAGRPO's, and how the joint prompt and answer look."""
+class JointSettings:
+    """How a joint actor's prompt and answer look (mixed into the joint learners' configs)."""
 
-    output_dir: str = "runs/joint"
     joint_format: str = "tagged"
     """How the completion is cut into the roles' answers: 'tagged' (the reference's
     `<agent_i>...</agent_i>` sections) or 'fixed_width' (consecutive runs of `section_width`
@@ -55,7 +56,7 @@ class JointActorConfig(MAGRPOConfig):
     """Characters per role's answer when joint_format='fixed_width'."""
 
     def validate(self) -> None:
-        super().validate()
+        super().validate()  # type: ignore[misc]  # the learner config it is mixed into
         if self.joint_format not in JOINT_FORMATS:
             raise ValueError(
                 f"joint_format must be one of {JOINT_FORMATS}, got {self.joint_format!r}"
@@ -69,14 +70,29 @@ class JointActorConfig(MAGRPOConfig):
             raise TypeError(f"section_width must be an int, got {self.section_width!r}")
         if self.section_width < 1:
             raise ValueError(f"section_width must be at least 1, got {self.section_width}")
-        if self.joint_mode != "aligned":
+        if getattr(self, "joint_mode", "aligned") != "aligned":
             raise ValueError(
                 "a joint actor is one agent: joint_mode='cross' has nothing to cross (keep "
                 "'aligned')"
             )
 
 
-def joint_env_factory(env: Any, args: JointActorConfig) -> Callable[[], JointActionEnv]:
+@dataclass
+class JointActorConfig(JointSettings, MAGRPOConfig):
+    """The joint actor's settings: MAGRPO's, and how the joint prompt and answer look."""
+
+    output_dir: str = "runs/joint"
+
+
+@dataclass
+class JointACConfig(JointSettings, IACConfig):
+    """The joint actor-critic's settings: IAC's (one actor, one critic of the joint prompt),
+    and how the joint prompt and answer look."""
+
+    output_dir: str = "runs/joint-ac"
+
+
+def joint_env_factory(env: Any, args: JointSettings) -> Callable[[], JointActionEnv]:
     """A factory of the wrapped env from an env class, function or instance."""
     make = env_factory(env)
 
@@ -94,14 +110,16 @@ def joint_env_factory(env: Any, args: JointActorConfig) -> Callable[[], JointAct
     return wrapped
 
 
-class JointActorLearner(TreeLearner):
-    """MAGRPO's loop on the team's env wrapped for one joint agent (`JointActionEnv`)."""
+class JointEnvLearner:
+    """Mixed into a learner: the team's env is wrapped for one joint agent (`JointActionEnv`),
+    so the learner's own loop trains the joint actor."""
 
-    algorithm = "joint_actor"
-
-    def __init__(self, env: Any, models: Any, args: JointActorConfig, **kwargs: Any) -> None:
-        if not isinstance(args, JointActorConfig):
-            raise TypeError(f"the joint actor takes a JointActorConfig, got {type(args).__name__}")
+    def __init__(self, env: Any, models: Any, args: Any, **kwargs: Any) -> None:
+        if not isinstance(args, JointSettings):
+            raise TypeError(
+                f"a joint learner takes a JointActorConfig or JointACConfig, got "
+                f"{type(args).__name__}"
+            )
         eval_env = kwargs.pop("eval_env", None)
         if eval_env is not None:
             eval_env = joint_env_factory(eval_env, args)
@@ -111,6 +129,18 @@ class JointActorLearner(TreeLearner):
     def policy_agents(env: Any) -> list[str]:
         """The agents a team for this learner needs models for: the one joint agent."""
         return list(JointActionEnv(env).possible_agents)
+
+
+class JointActorLearner(JointEnvLearner, TreeLearner):
+    """MAGRPO's loop on the joint agent: CoMLRL's CentralizedMAGRPO."""
+
+    algorithm = "joint_actor"
+
+
+class JointACLearner(JointEnvLearner, ActorCriticLearner):
+    """IAC's loop on the joint agent: the papers' single-agent actor-critic ("AC") row."""
+
+    algorithm = "joint_actor_critic"
 
 
 class JointActorTrainer(JointActorLearner):
@@ -124,10 +154,25 @@ class JointActorTrainer(JointActorLearner):
         super().__init__(env, models, args or JointActorConfig(), **kwargs)
 
 
+class JointACTrainer(JointACLearner):
+    """`JointACTrainer(env=..., models=one model, args=JointACConfig(...)).train()`: one
+    actor and its critic over the joint prompt, trained by IAC's TD(0) actor-critic."""
+
+    algorithm = "joint-ac"
+
+    def __init__(self, env, models, args: JointACConfig | None = None, **kwargs) -> None:
+        super().__init__(env, models, args or JointACConfig(), **kwargs)
+
+
 __all__ = [
+    "JointACConfig",
+    "JointACLearner",
+    "JointACTrainer",
     "JointActorConfig",
     "JointActorLearner",
     "JointActorTrainer",
+    "JointEnvLearner",
+    "JointSettings",
     "joint_completion_ids",
     "joint_env_factory",
 ]
