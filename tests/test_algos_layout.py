@@ -47,6 +47,12 @@ HOMES = {
     "tiny_causal_lm": "collabzoo.algos.policies.model_loading",
     "LEARNERS": "collabzoo.algos",
     "LEARNER_ALIASES": "collabzoo.algos",
+    "ATGRPOConfig": "collabzoo.algos.learners.atgrpo",
+    "ATGRPOTrainer": "collabzoo.algos.learners.atgrpo",
+    "JointACConfig": "collabzoo.algos.learners.joint_actor",
+    "JointACTrainer": "collabzoo.algos.learners.joint_actor",
+    "JointActorConfig": "collabzoo.algos.learners.joint_actor",
+    "JointActorTrainer": "collabzoo.algos.learners.joint_actor",
 }
 MAX_LINES = 550
 

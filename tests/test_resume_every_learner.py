@@ -23,8 +23,15 @@ from tests.optional import require_module
 torch = require_module("torch", "train")
 
 from collabzoo.algos import (  # noqa: E402
+    ATGRPOConfig,
+    ATGRPOTrainer,
     IACConfig,
     IACTrainer,
+    JointACConfig,
+    JointActorConfig,
+    JointActorTrainer,
+    JointACTrainer,
+    LLMPolicy,
     MAACConfig,
     MAACTrainer,
     MAGRPOConfig,
@@ -140,13 +147,30 @@ def assert_same_run(whole, resumed) -> dict:
         (MAReMaxTrainer, tree(MAReMaxConfig, advantage_normalization="std")),
         (MAGRPOTrainer, tree(advantage_group="agent")),
         (MAACTrainer, actor_critic(MAACConfig)),
+        (ATGRPOTrainer, tree(ATGRPOConfig, ppo_mini_batches=2, filter_low_mean_groups=0.5)),
+        (JointActorTrainer, tree(JointActorConfig, joint_format="fixed_width", max_new_tokens=2)),
+        (JointACTrainer, actor_critic(JointACConfig, joint_format="fixed_width", max_new_tokens=2)),
     ],
-    ids=["iac", "iac-value-head", "mareinforce", "marloo", "maremax-std", "magrpo-drmas", "maac"],
+    ids=[
+        "iac",
+        "iac-value-head",
+        "mareinforce",
+        "marloo",
+        "maremax-std",
+        "magrpo-drmas",
+        "maac",
+        "atgrpo",
+        "joint",
+        "joint-ac",
+    ],
 )
 def test_resume_ends_with_the_same_state(trainer_class, config, tmp_path) -> None:
-    whole, resumed = straight_and_resumed(trainer_class, config, tmp_path)
+    make_team = None  # the joint actor is one policy for the joint agent
+    if trainer_class in (JointActorTrainer, JointACTrainer):
+        make_team = lambda: LLMPolicy(*tiny_causal_lm(seed=0))  # noqa: E731
+    whole, resumed = straight_and_resumed(trainer_class, config, tmp_path, make_team)
     state = assert_same_run(whole, resumed)
-    if trainer_class is IACTrainer:  # the critics (heads, backbones, optimizers) matched too
+    if trainer_class in (IACTrainer, JointACTrainer):  # the critics matched too
         assert state["extra"]["critic_heads"]
 
 

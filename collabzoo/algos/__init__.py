@@ -9,6 +9,7 @@ task only as a ParallelEnv, which is what lets it train on third-party environme
 Needs the training extra: pip install "collabzoo[train]".
 """
 
+from collabzoo.algos.learners.atgrpo import ATGRPOConfig, ATGRPOTrainer
 from collabzoo.algos.learners.central_critic import (
     CentralCriticConfig,
     CentralCriticTrainer,
@@ -19,6 +20,12 @@ from collabzoo.algos.learners.central_critic import (
 )
 from collabzoo.algos.learners.iac import IACConfig, IACTrainer
 from collabzoo.algos.learners.ippo import IPPOConfig, IPPOTrainer
+from collabzoo.algos.learners.joint_actor import (
+    JointACConfig,
+    JointActorConfig,
+    JointActorTrainer,
+    JointACTrainer,
+)
 from collabzoo.algos.learners.magrpo import MAGRPOConfig, MAGRPOTrainer
 from collabzoo.algos.learners.maremax import MAReMaxConfig, MAReMaxTrainer
 from collabzoo.algos.learners.marloo import MARLOOConfig, MARLOOTrainer
@@ -43,6 +50,9 @@ LEARNERS = {
     "cc": (CentralCriticConfig, CentralCriticTrainer),
     "marloo": (MARLOOConfig, MARLOOTrainer),
     "maremax": (MAReMaxConfig, MAReMaxTrainer),
+    "joint": (JointActorConfig, JointActorTrainer),
+    "joint-ac": (JointACConfig, JointACTrainer),
+    "atgrpo": (ATGRPOConfig, ATGRPOTrainer),
 }
 """Learner name -> (config class, trainer class), as `collabzoo train ALGO` knows them."""
 
@@ -54,6 +64,8 @@ differ from MA-REINFORCE's), so it is a second name, not a second learner."""
 __all__ = [
     "LEARNERS",
     "LEARNER_ALIASES",
+    "ATGRPOConfig",
+    "ATGRPOTrainer",
     "CentralCriticConfig",
     "CentralCriticTrainer",
     "CoLLMCCConfig",
@@ -62,6 +74,10 @@ __all__ = [
     "IACTrainer",
     "IPPOConfig",
     "IPPOTrainer",
+    "JointACConfig",
+    "JointACTrainer",
+    "JointActorConfig",
+    "JointActorTrainer",
     "LLMPolicy",
     "MAACConfig",
     "MAACTrainer",

@@ -455,3 +455,90 @@ def branch_estimates(
             out[(id(node), index)] = (advantage, delta + value, value)
         advantages.append(advantage)
     return advantages
+
+
+# ----- AT-GRPO: agent- and turn-wise groups, verl's clipped token-mean loss -------------------
+
+AT_GRPO_EPSILON = 1e-6
+"""Added to the unbiased group std (verl's GRPO advantage: norm_adv_by_std_in_grpo)."""
+
+
+def agent_turn_group_advantages(
+    rewards: Sequence[float],
+    keys: Sequence[Hashable],
+    *,
+    normalize: bool = True,
+    epsilon: float = AT_GRPO_EPSILON,
+) -> list[float]:
+    """AT-GRPO's advantages: each sample's reward against the other samples of its group (the
+    samples sharing its key, by default (episode, turn, agent)),
+
+        A = (r - mean_group(r)) / (std_u,group(r) + epsilon)     (normalize)
+        A = r - mean_group(r)                                    (not normalize)
+
+    with std_u the unbiased (K - 1) std. A group of one sample gets A = 0 (its own mean; the
+    PettingLLMs-vendored verl's choice, where upstream verl gives r)."""
+    if len(rewards) != len(keys):
+        raise ValueError(f"{len(rewards)} rewards for {len(keys)} group keys")
+    members: dict[Hashable, list[int]] = {}
+    for index, key in enumerate(keys):
+        members.setdefault(key, []).append(index)
+    advantages = [0.0] * len(rewards)
+    for indices in members.values():
+        if len(indices) < 2:
+            continue
+        values = [float(rewards[i]) for i in indices]
+        mean = sum(values) / len(values)
+        spread = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+        for i, value in zip(indices, values, strict=True):
+            advantages[i] = (value - mean) / (spread + epsilon) if normalize else value - mean
+    return advantages
+
+
+def low_mean_groups(
+    rewards: Sequence[float], keys: Sequence[Hashable], fraction: float
+) -> set[Hashable]:
+    """The groups to drop before an update: the int(fraction * groups) groups with the lowest
+    mean reward (ties broken by first appearance); PettingLLMs' filter_method "mean" at its
+    shipped filter_ratio 0.5."""
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"fraction must be in [0, 1), got {fraction!r}")
+    sums: dict[Hashable, list[float]] = {}
+    for reward, key in zip(rewards, keys, strict=True):
+        sums.setdefault(key, []).append(float(reward))
+    order = sorted(sums, key=lambda k: sum(sums[k]) / len(sums[k]))  # stable: first seen first
+    return set(order[: int(fraction * len(order))])
+
+
+def dual_clip_token_mean_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    clip_ratio_c: float = 3.0,
+    tokens: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl's clipped PPO loss with dual clip, aggregated as a token mean. Per token,
+    rho_t = exp(clamp(log pi - log pi_old, -20, 20)) and
+
+        l_t = max(-A rho_t, -A clip(rho_t, 1 - clip_low, 1 + clip_high))
+        l_t = min(l_t, -A * clip_ratio_c)            where A < 0 (the dual clip)
+
+    loss = sum of l_t over real tokens / `tokens` (the mini-batch's real tokens; by default
+    these rows'), so chunks of one mini-batch add up to its token mean. At rho = 1 with no
+    clipping active it is -sum_g |y_g| A_g / sum_g |y_g|. Returns (loss, the fraction of real
+    tokens whose ratio was clipped)."""
+    ratio = torch.exp(torch.clamp((log_probs - old_log_probs).masked_fill(~mask, 0.0), -20, 20))
+    advantage = advantages.unsqueeze(-1)
+    unclipped = -advantage * ratio
+    clipped = -advantage * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    per_token = torch.maximum(unclipped, clipped)
+    dual = torch.minimum(per_token, -advantage * clip_ratio_c)
+    per_token = torch.where(advantage < 0, dual, per_token)
+    count = int(mask.sum()) if tokens is None else tokens
+    loss = per_token.masked_fill(~mask, 0.0).sum() / max(1, count)
+    outside = ((ratio < 1.0 - clip_low) | (ratio > 1.0 + clip_high)) & mask
+    return loss, outside.sum() / mask.sum().clamp(min=1)

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from collabzoo.envs.single import combined_answer, split_combined_prompt
+from collabzoo.joint_sections import split_tagged_prompt, tagged_answer
 
 _SEED_MODULUS = 2**31 - 1
 _PIECE = re.compile(r"\w+|[^\w\s]")
@@ -75,7 +76,8 @@ class TextModel(Protocol):
 class ScriptedModel:
     """A scripted text policy (observation in, answer out) used as a model.
 
-    With `plays_every_role`, it also reads the `single` protocol's combined prompt: each
+    With `plays_every_role`, it also reads the `single` protocol's combined prompt (and the
+    `joint` protocol's tagged one): each
     role's section is answered by the policy as that role's observation, and the answers are
     joined in the combined format, so the package's scripted teams play `single` as one model
     doing every part. Without it, the policy gets every prompt as the protocol wrote it."""
@@ -96,7 +98,10 @@ class ScriptedModel:
         generations = []
         for prompt, seed in zip(prompts, seeds, strict=True):
             roles = split_combined_prompt(prompt) if self.plays_every_role else {}
-            if roles:
+            tagged = split_tagged_prompt(prompt) if self.plays_every_role and not roles else []
+            if tagged:  # the joint protocol's prompt: answered role by role, in tags
+                text = tagged_answer([self._answer(obs, seed) for obs in tagged])
+            elif roles:
                 text = combined_answer(
                     {role: self._answer(obs, seed) for role, obs in roles.items()}
                 )

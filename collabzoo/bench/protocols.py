@@ -29,11 +29,14 @@ from collabzoo.envs.single import (  # the combined format lives with the single
     split_combined_prompt,  # noqa: F401  (re-exported, as above)
     supports_single_agent,
 )
+from collabzoo.joint_sections import parse_tagged, tagged_prompt
 
 if TYPE_CHECKING:
     from collabzoo.bench.teams import Team
 
 PROTOCOLS = ("single", "parallel", "pipeline", "discussion")
+NAMED_PROTOCOLS = (*PROTOCOLS, "joint")
+"""Every protocol a run may name; `all` means PROTOCOLS (joint is asked for by name)."""
 DEFAULT_ROUNDS = 1
 """Discussion rounds by default: one exchange of drafts, then the answers (2 generations per
 agent per turn): the cheapest discussion, about twice a parallel team's Cost."""
@@ -224,11 +227,36 @@ class Single(TeamProtocol):
         return play
 
 
+# ----- joint: one model, every role in tagged sections ----------------------------------------
+class Joint(TeamProtocol):
+    """One model answers for every agent from the joint prompt, in `<agent_i>` sections: how a
+    joint actor (`collabzoo train joint`, CoMLRL's CentralizedMAGRPO) was trained, so its team
+    plays here as it learned. Tags index the agents in play order; an unparsable answer (no
+    section at all) gives every agent "" and is recorded."""
+
+    name = "joint"
+
+    def play_turn(
+        self, observations: Mapping[str, str], team: Team, sampling: Sampling, seeds: CallSeeds
+    ) -> TurnPlay:
+        model = team.solo()
+        roles = list(observations)
+        prompt = tagged_prompt([observations[role] for role in roles])
+        (generation,) = model.generate([prompt], sampling, seeds.take(1))
+        parse = parse_tagged(generation.text, len(roles))
+        play = TurnPlay({role: parse.answers[i] for i, role in enumerate(roles)})
+        play.record("+".join(roles), "joint", generation)
+        play.generations[-1]["sections_found"] = [roles[i] for i in parse.found]
+        play.generations[-1]["unparsable"] = parse.unparsable
+        play.generations[-1]["rejected_text"] = parse.rejected
+        return play
+
+
 def make_protocol(name: str, rounds: int = DEFAULT_ROUNDS) -> TeamProtocol:
     """A protocol by name; `rounds` is the discussion's R."""
     if name == "discussion":
         return Discussion(rounds)
-    found = {"single": Single, "parallel": Parallel, "pipeline": Pipeline}.get(name)
+    found = {"single": Single, "parallel": Parallel, "pipeline": Pipeline, "joint": Joint}.get(name)
     if found is None:
-        raise ValueError(f"unknown protocol {name!r}; expected one of {', '.join(PROTOCOLS)}")
+        raise ValueError(f"unknown protocol {name!r}; expected one of {', '.join(NAMED_PROTOCOLS)}")
     return found()

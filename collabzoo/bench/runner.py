@@ -339,7 +339,7 @@ def run_bench(
         raise NotApplicable(str(error)) from None
     except TeamError as error:
         raise BenchError(str(error)) from None
-    if protocol.name == "single":
+    if protocol.name in ("single", "joint"):  # both play one model for every agent
         try:
             team.solo()
         except TeamError as error:

@@ -35,7 +35,7 @@ from collabzoo.bench.leaderboard import (
     render_markdown,
 )
 from collabzoo.bench.models import ModelOptions, Sampling, TeamError
-from collabzoo.bench.protocols import DEFAULT_ROUNDS, PROTOCOLS
+from collabzoo.bench.protocols import DEFAULT_ROUNDS, NAMED_PROTOCOLS, PROTOCOLS
 from collabzoo.bench.rescore import rescore
 from collabzoo.bench.results import ResultsError
 from collabzoo.bench.runner import (
@@ -158,9 +158,10 @@ def _protocols(values: Sequence[str]) -> list[str]:
                 continue
             if name == "all":
                 chosen += [p for p in PROTOCOLS if p not in chosen]
-            elif name not in PROTOCOLS:
+            elif name not in NAMED_PROTOCOLS:
                 raise UsageError(
-                    f"unknown protocol {name!r}; expected one of {', '.join(PROTOCOLS)} or all"
+                    f"unknown protocol {name!r}; expected one of {', '.join(NAMED_PROTOCOLS)} "
+                    "or all (all: the first four)"
                 )
             elif name not in chosen:
                 chosen.append(name)
@@ -479,7 +480,8 @@ def add_commands(commands: Any) -> None:
         "--protocol",
         action="append",
         default=[],
-        help=f"{', '.join(PROTOCOLS)} or all; comma-separated or repeated (default: parallel)",
+        help=f"{', '.join(NAMED_PROTOCOLS)}, or all ({', '.join(PROTOCOLS)}); comma-separated or "
+        "repeated (default: parallel)",
     )
     bench.add_argument(
         "--rounds",

@@ -59,6 +59,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     probe = checked(make, entry.id, **env_kwargs)
     checked(probe.items)  # the tasks load (or say what data to pass) before any model does
     agents = list(probe.possible_agents)
+    policy_agents = getattr(trainer_class, "policy_agents", None)  # the joint actor's one agent
+    if policy_agents is not None:
+        agents = checked(policy_agents, probe)
     fields = config_class.__dataclass_fields__
     from_scratch = args.model in (TINY, SMALL)
     settings = {k: v for k, v in TINY_MODEL_DEFAULTS.items() if k in fields} if from_scratch else {}
@@ -123,7 +126,9 @@ def add_commands(commands: Any) -> None:
     train.add_argument(
         "algo",
         metavar="ALGO",
-        help="magrpo, mareinforce, marloo, maremax, iac, ippo or cc (CoLLM-CC; also maac)",
+        help="magrpo, mareinforce, marloo, maremax, iac, ippo, cc (CoLLM-CC; also maac), atgrpo, "
+        "joint (one policy for the whole team, CentralizedMAGRPO) or joint-ac (the same trained "
+        "by IAC)",
     )
     train.add_argument("--env", required=True, help="env name or id (collabzoo list names them)")
     train.add_argument(
