@@ -468,6 +468,12 @@ def run_team(env: BridgeBuildEnv, kind: str, task: int) -> tuple[dict, dict[str,
     return infos["worker_a"]["metrics"], paid
 
 
+UNLINKED = {("comlrl", "data.json", "bridge_build_data_0005")}
+"""Where the sound oracle does not link S and T in 4 turns: data_0005 with 2 probes a turn
+(the CoMLRL path) needs about ten true pillars probed on one route, and the probes that find
+fakes on the way leave one pillar beside the route unprobed by turn 3."""
+
+
 @pytest.mark.parametrize("name", FILES)
 @pytest.mark.parametrize("reward", ["comlrl", "coti"])
 def test_the_oracle_links_every_map_without_touching_a_fake_pillar(
@@ -476,12 +482,39 @@ def test_the_oracle_links_every_map_without_touching_a_fake_pillar(
     env = collabzoo.make("bridgebuild", data=str(bridge_data / name), split="all", reward=reward)
     for task in range(len(env.items("all"))):
         metrics, paid = run_team(env, "oracle", task)
-        where = (name, env.item.task_id)
-        assert metrics["connected"] == 1.0 and metrics["fake_pillar_hits"] == 0.0, where
+        where = (reward, name, env.item.task_id)
+        assert metrics["fake_pillar_hits"] == 0.0 and paid["penalty_n_adjacent"] == 0.0, where
+        assert env.turn <= env.horizon, where
+        if where in UNLINKED:
+            assert metrics["connected"] == 0.0, f"{where} links now: take it off UNLINKED"
+            continue
+        assert metrics["connected"] == 1.0, where
         assert paid["bonus_gap_st"] == pytest.approx(5.0) and paid["bonus_terminal_connect"] == 2.0
-        assert paid["penalty_n_adjacent"] == 0.0 and env.turn <= env.horizon, where
         if reward == "coti":  # both walk to the far anchor: all of the walking bonus
             assert paid["bonus_move_progress"] == pytest.approx(2.5), where
+
+
+@pytest.mark.parametrize("reward", ["comlrl", "coti"])
+def test_the_oracle_is_sound_whatever_the_hidden_types(tmp_path: Path, reward: str) -> None:
+    """The shipped layouts with every pillar's type drawn at random (half of them fake): the
+    oracle never places a block beside a fake pillar, so its success on the shipped maps owes
+    nothing to which pillars happen to be true. (The earlier oracle, which built beside
+    unprobed pillars on its last turn, touched a fake on 30 of these 36 maps.)"""
+    rng = random.Random(0)
+    records = []
+    for bmap in load_maps(DATA_FILE):
+        for k in range(4):
+            rows = ["".join(rng.choice("YN") if c in "YN" else c for c in r) for r in bmap.rows]
+            records.append({"task_id": f"{bmap.task_id}_relabelled_{k}", "map": rows})
+    path = tmp_path / "relabelled.json"
+    path.write_text(json.dumps(records))
+    env = collabzoo.make("bridgebuild", data=str(path), split="all", reward=reward)
+    linked = 0
+    for task in range(len(records)):
+        metrics, paid = run_team(env, "oracle", task)
+        assert metrics["fake_pillar_hits"] == 0.0 and paid["penalty_n_adjacent"] == 0.0, task
+        linked += int(metrics["connected"])
+    assert linked >= 1  # and it still links where the drawn types allow it in time
 
 
 def test_the_naive_team_links_but_touches_fake_pillars() -> None:
