@@ -822,6 +822,9 @@ class TurnOutcome:
     state: BridgeState
     breakdown: RewardBreakdown
     parsed: list[ParsedAction]
+    base: Mapping[str, float] = field(default_factory=dict)
+    """The base (CoMLRL) terms of the turn, whichever reward is paid: what the reference's
+    feedback modes report (its simulator computes only these)."""
 
 
 def _quantities(bmap: BridgeMap, filled: frozenset[Coord]) -> dict[str, Any]:
@@ -992,7 +995,7 @@ def _finish(
         )
     total = sum(components_.values())
     metrics["level_total"] = total
-    return TurnOutcome(nxt, RewardBreakdown(total, components_, metrics), parsed)
+    return TurnOutcome(nxt, RewardBreakdown(total, components_, metrics), parsed, dict(base))
 
 
 def coti_terms(
