@@ -349,6 +349,8 @@ def bridgebuild_oracle(observation: str) -> str:
     view = read_view(observation)
     if view.turn == 1:
         return _answer({}, first_probes(view, view.me), [], exploration_path(view))
+    if not view.anchors["S"] or not view.anchors["T"]:  # a broken walk left the map unseen
+        return _answer({}, [], [], exploration_path(view))
     goal = meeting_cell(view)
     if goal is None:  # nothing to build: S and T already touch
         return _answer({}, [], [], [view.position])
