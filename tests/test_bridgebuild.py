@@ -270,7 +270,8 @@ TEXTS = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
 @settings(max_examples=300, deadline=None)
 @given(TEXTS)
 def test_the_one_pass_scan_is_the_quadratic_scan(raw: str) -> None:
-    assert rules.balanced_ends(raw) == quadratic_scan(raw)
+    assert rules.balanced_ends(raw) == quadratic_scan(raw)  # one scan per brace here
+    assert rules.balanced_ends_one_pass(raw) == quadratic_scan(raw)
 
 
 def test_the_scan_and_the_repair_on_many_seeded_texts() -> None:
@@ -278,7 +279,11 @@ def test_the_scan_and_the_repair_on_many_seeded_texts() -> None:
     for _ in range(3000):
         raw = "".join(rng.choice(PIECES) for _ in range(rng.randrange(30)))
         assert rules.balanced_ends(raw) == quadratic_scan(raw), raw
+        assert rules.balanced_ends_one_pass(raw) == quadratic_scan(raw), raw
         assert rules.repair_brackets(raw) == char_by_char_repair(raw), raw
+        if rules.well_nested(raw):  # the candidates skip the repair of such a text
+            assert rules.repair_brackets(raw) == raw, raw
+        assert rules.read_action(raw).obj == rules.read_action(raw, shortcut=False).obj, raw
 
 
 def char_by_char_repair(text: str) -> str:

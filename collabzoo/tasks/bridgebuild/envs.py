@@ -162,6 +162,11 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
+def _cells_json(cells: Sequence[Sequence[int]]) -> str:
+    """`_json` of a list of [x, z] cells, written directly (the prompts hold many)."""
+    return "[" + ",".join(f"[{x},{z}]" for x, z in cells) + "]"
+
+
 def _reward_lines(rules_: BridgeRules, text: str) -> list[str]:
     """The scoring paragraph: the reference's text (CoTI's constants, whichever reward is
     paid: a quirk kept by default) or the constants this env pays."""
@@ -223,7 +228,7 @@ def prompt_text(
 ) -> str:
     """One worker's prompt for the state's turn: the task, what it sees, the action format,
     the scoring and the end rule (the reference's information, in this env's words)."""
-    view = rules.agent_view(bmap, state, agent, rules_.view)
+    view = rules.agent_view(bmap, state, agent, rules_.view, copy_messages=False)
     me, other = LETTERS[agent], LETTERS[1 - agent]
     limits = rules.command_limits(rules_.max_commands_total, len(state.positions))
     w, h = bmap.width, bmap.height
@@ -249,9 +254,9 @@ def prompt_text(
         "you have stood on or walked through; a cell once seen stays in sight, always shown "
         "as it is now.",
         f"- Anchors in sight: {_json(view['visible_anchors'])}",
-        f"- Land in sight: {_json(view['visible_land_coords'])}",
-        f"- Placed blocks in sight: {_json(view['visible_filled_coords'])}",
-        f"- Candidate pillars in sight (type hidden): {_json(view['visible_p_candidates'])}",
+        f"- Land in sight: {_cells_json(view['visible_land_coords'])}",
+        f"- Placed blocks in sight: {_cells_json(view['visible_filled_coords'])}",
+        f"- Candidate pillars in sight (type hidden): {_cells_json(view['visible_p_candidates'])}",
         f"- Your probe results: {_json(view['known_probe_results'])}",
         f"- Messages from worker {other}, oldest first: {_json(view['received_messages'])}",
         "",
