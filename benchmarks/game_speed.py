@@ -7,13 +7,13 @@ horizon). Measured per game, each the best whole pass over the set in `--seconds
 
 - env: `reset(seed=..., options={"task": ...})` and `step` for every turn, prompts included;
 - rules: the env's transition and reward alone (`play_turn` from the initial state);
-- reference: the reference's own transition and reward on the same answers (BridgeBuild:
-  `make_initial_state` and `apply_turn` of `bridge_build/utils/bridge_builder.py`), loaded from
-  `--reference`, a folder holding that file at the pinned commit (it is not in the reference
-  repository's git history; it was read from a public code index). ResourceGathering's reference
-  turn needs the reference's NNGames environment module and its torch imports; it is timed only
-  when `--reference` holds `resource_gathering/utils/resource_gathering.py` beside an importable
-  `NNGames` package.
+- reference: the reference's own transition and reward on the same answers, loaded from
+  `--reference`, a folder holding the reference's files at the pinned commits (they are not in
+  the reference repository's git history; they were read from a public code index):
+  BridgeBuild, `make_initial_state` and `apply_turn` of `bridge_build/utils/bridge_builder.py`;
+  ResourceGathering, `transition_payload` of `resource_gathering/utils/resource_gathering.py`
+  on the payload its trainer carries from turn to turn, with `resource_gathering/envs/nn_env.py`
+  beside it (the wrapper imports it from there rather than from a sibling NNGames checkout).
 
     python benchmarks/game_speed.py --reference DIR [--seconds 3] [--json [PATH]]
 
@@ -180,6 +180,63 @@ def gather_rules_episode(case: Any) -> None:
         state = gather_rules.play_turn(gmap, state, answers).state
 
 
+GATHER_CONFIG = {
+    "path_slots": 4,
+    "comm_limit": 1,
+    "progress_reward_scale": 8.0,
+    "terminal_bonus": 7.0,
+    "move_cost_scale": 0.0,
+    "comm_cost_scale": 0.0,
+    "move_to_zone_bonus_scale": 0.05,
+    "useful_comm_bonus_scale": 0.1,
+    "first_enter_zone_bonus_scale": 0.15,
+}
+"""The reference config (configs/comlrl/resource_gathering_maac_config.yaml) as its trainer
+builds the reward config."""
+
+
+def gather_reference_episode(checkout: Path) -> Callable[[Any], None]:
+    """The reference's turn: its wrapper's `transition_payload` on the payload its trainer
+    carries from turn to turn (the state serialized in it, as in training)."""
+    ref = load_module(checkout / GATHER_FILE, "reference_resource_gathering")
+    tasks = {}
+    for spec in ref.load_tasks_from_json(str(gather_maps_file())):
+        item = ref.task_to_item(spec)
+        item["max_turns"] = 4
+        tasks[spec.task_id] = ref.task_from_item(item)
+
+    def play(case: Any) -> None:
+        gmap, turns = case
+        task = tasks[gmap.task_id]
+        payload = ref.build_payload(
+            task=task,
+            state_before_turn=ref.make_initial_state(task, num_agents=2, max_turns=4),
+            num_agents=2,
+            view=2,
+            extraction_limit=2,
+            extraction_range=2,
+            max_path_len=4,
+            system_prompt="",
+            user_template_single="",
+            user_template_agent1="",
+            user_template_agent2="",
+            reward_config=GATHER_CONFIG,
+        )
+        for answers in turns:
+            payload, _, _ = ref.transition_payload(
+                payload=payload, agent_completions=answers, num_agents=2
+            )
+
+    return play
+
+
+def gather_maps_file() -> Path:
+    """The reference's maps (the copy shipped with the package is the same file)."""
+    from collabzoo.tasks.resourcegathering.envs import DATA
+
+    return DATA
+
+
 # ----- the run --------------------------------------------------------------------------------
 def pin_to_one_core() -> str:
     """Run on one core, as the Performance page's figures are: the process's first allowed CPU."""
@@ -232,16 +289,18 @@ def main() -> None:
         row["reference_episodes_per_s"] = round(measure(bridge, play, args.seconds))
     rows.append(row)
     gather = gather_cases()
-    rows.append(
-        {
-            "game": "resourcegathering",
-            "episodes": len(gather),
-            "turns": sum(len(t) for _, t in gather),
-            "env_episodes_per_s": round(measure(gather, gather_env_episode(), args.seconds)),
-            "rules_episodes_per_s": round(measure(gather, gather_rules_episode, args.seconds)),
-            "reference_episodes_per_s": None,  # see the module's docstring
-        }
-    )
+    row = {
+        "game": "resourcegathering",
+        "episodes": len(gather),
+        "turns": sum(len(t) for _, t in gather),
+        "env_episodes_per_s": round(measure(gather, gather_env_episode(), args.seconds)),
+        "rules_episodes_per_s": round(measure(gather, gather_rules_episode, args.seconds)),
+        "reference_episodes_per_s": None,
+    }
+    if args.reference is not None and (args.reference / GATHER_FILE).is_file():
+        play = gather_reference_episode(args.reference)
+        row["reference_episodes_per_s"] = round(measure(gather, play, args.seconds))
+    rows.append(row)
     for r in rows:
         reference = r["reference_episodes_per_s"]
         r["env_vs_reference"] = round(r["env_episodes_per_s"] / reference, 2) if reference else None

@@ -167,6 +167,18 @@ def _cells_json(cells: Sequence[Sequence[int]]) -> str:
     return "[" + ",".join(f"[{x},{z}]" for x, z in cells) + "]"
 
 
+def _tagged_json(items: Sequence[Mapping[str, Any]], tag: str) -> str:
+    """`_json` of a list of {"coord": [x, z], tag: a letter or word}, written directly."""
+    return (
+        "["
+        + ",".join(
+            f'{{"coord":[{i["coord"][0]},{i["coord"][1]}],"{tag}":{json.dumps(i[tag])}}}'
+            for i in items
+        )
+        + "]"
+    )
+
+
 def _reward_lines(rules_: BridgeRules, text: str) -> list[str]:
     """The scoring paragraph: the reference's text (CoTI's constants, whichever reward is
     paid: a quirk kept by default) or the constants this env pays."""
@@ -253,11 +265,11 @@ def prompt_text(
         f"- Sight: {v} cells. You see every cell within {v} steps in x and in z of each cell "
         "you have stood on or walked through; a cell once seen stays in sight, always shown "
         "as it is now.",
-        f"- Anchors in sight: {_json(view['visible_anchors'])}",
+        f"- Anchors in sight: {_tagged_json(view['visible_anchors'], 'kind')}",
         f"- Land in sight: {_cells_json(view['visible_land_coords'])}",
         f"- Placed blocks in sight: {_cells_json(view['visible_filled_coords'])}",
         f"- Candidate pillars in sight (type hidden): {_cells_json(view['visible_p_candidates'])}",
-        f"- Your probe results: {_json(view['known_probe_results'])}",
+        f"- Your probe results: {_tagged_json(view['known_probe_results'], 'type')}",
         f"- Messages from worker {other}, oldest first: {_json(view['received_messages'])}",
         "",
         f"Blocks you may place: {_json(blocks)}",

@@ -189,6 +189,11 @@ class BridgeMap:
         return 0 <= cell[0] < self.width and 0 <= cell[1] < self.height
 
     @cached_property
+    def free_cells(self) -> frozenset[Coord]:
+        """Cells the gap crosses for free before any block: anchors and pillars."""
+        return self.anchors | self.pillars
+
+    @cached_property
     def steps(self) -> dict[Coord, tuple[Coord, ...]]:
         """Each cell's in-bounds 4-neighbours that are not static land (anchors included):
         where the gap's search may step."""
@@ -241,25 +246,26 @@ def is_connected(bmap: BridgeMap, filled: frozenset[Coord]) -> bool:
 def gap(bmap: BridgeMap, filled: frozenset[Coord]) -> int | None:
     """The fewest extra filled cells that would connect S and T: a 0-1 search in which
     anchors, pillars and filled cells cost 0, water 1, and land is a wall; None if none can."""
-    free = bmap.anchors | bmap.pillars | filled
+    free = bmap.free_cells | filled
     targets = bmap.anchors_t
     steps = bmap.steps
     dist = dict.fromkeys(bmap.anchors_s, 0)
+    known = dist.get
     queue = deque(bmap.anchors_s)
+    pop, push_front, push_back = queue.popleft, queue.appendleft, queue.append
     while queue:
-        cell = queue.popleft()
+        cell = pop()
         d = dist[cell]
         if cell in targets:
             return d
         for nb in steps[cell]:
-            step = d if nb in free else d + 1
-            if dist.get(nb, step + 1) <= step:
-                continue
-            dist[nb] = step
-            if step == d:
-                queue.appendleft(nb)
-            else:
-                queue.append(nb)
+            if nb in free:
+                if known(nb, d + 1) > d:
+                    dist[nb] = d
+                    push_front(nb)
+            elif known(nb, d + 2) > d + 1:
+                dist[nb] = d + 1
+                push_back(nb)
     return None
 
 
