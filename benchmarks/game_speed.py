@@ -36,7 +36,7 @@ from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results_table import markdown_table, results_path, thousands, times, write_results
+from results_table import markdown_table, results_path, significant, thousands, times, write_results
 
 import collabzoo
 from collabzoo.tasks.bridgebuild import rewards as bridge_rules
@@ -340,7 +340,7 @@ def main() -> None:
 
 
 def game_speed_table(results: dict) -> str:
-    """The page's table: figures to three significant digits (rounds move more than that)."""
+    """The page's table: figures to three significant digits (passes move more than that)."""
     header = [
         "game",
         "episodes (turns)",
@@ -356,9 +356,9 @@ def game_speed_table(results: dict) -> str:
             [
                 GAME_NAMES[r["game"]],
                 f"{r['episodes']} ({r['turns']})",
-                thousands(round(r["env_episodes_per_s"], -1)),
-                thousands(round(r["rules_episodes_per_s"], -1)),
-                thousands(round(reference, -1)) if reference else "not measured",
+                significant(r["env_episodes_per_s"]),
+                significant(r["rules_episodes_per_s"]),
+                significant(reference) if reference else "not measured",
                 times(r["env_vs_reference"], 1) if r["env_vs_reference"] else "n/a",
             ]
         )
