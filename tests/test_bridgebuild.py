@@ -15,10 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import collabzoo
+from collabzoo.envs.prompt_form import RawPrompt
 from collabzoo.envs.scripted_teams import scripted_team
 from collabzoo.tasks.bridgebuild import rewards as rules
 from collabzoo.tasks.bridgebuild import teams
-from collabzoo.tasks.bridgebuild.envs import DATA_FILE, BridgeBuildEnv, load_maps, picture
+from collabzoo.tasks.bridgebuild.envs import (
+    DATA_FILE,
+    FEEDBACK_FIELDS,
+    HEADER,
+    PREVIOUS_ANSWER,
+    SYSTEM_PROMPT,
+    BridgeBuildEnv,
+    feedback_values,
+    load_maps,
+    picture,
+)
 from tests.conftest import require
 
 CASES = json.loads((Path(__file__).parent / "data" / "bridgebuild_conformance.json").read_text())
@@ -31,6 +42,22 @@ REASONS = {
     "fill coords must be absolute": "corners must be absolute",
 }
 """The reference's rejection reasons and the start of ours for the same rule."""
+BRIDGE_FEEDBACK = {
+    "perfect": (
+        "turn", "worker", "reward", "connected", "gap_st", "cc_component_count",
+        "connected_y_count", "n_adjacent_count", "y_uncovered_count", "bonus_gap_st",
+        "bonus_cc_merge", "bonus_y_connected", "penalty_n_adjacent", "penalty_block_cost",
+        "bonus_terminal_connect", "bonus_terminal_clean", "bonus_late_quality",
+        "num_valid_probes", "comm_tokens",
+    ),
+    "score": (
+        "turn", "reward", "bonus_gap_st", "gap_st", "bonus_cc_merge", "cc_component_count",
+        "new_cc_merge_count", "bonus_y_connected", "penalty_n_adjacent", "penalty_block_cost",
+        "bonus_terminal_connect", "bonus_terminal_clean", "new_connected_y_count",
+        "new_adjacent_n_count", "newly_placed_block_count", "connected",
+    ),
+}  # fmt: skip
+"""The lines of the reference's perfect_feedback@25a7971 and score_feedback@4dae647, in order."""
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +90,9 @@ def test_the_cases_cover_what_they_should() -> None:
         for t in e["turns"]
     ]
     assert {e["file"] for e in episodes} == set(FILES)
+    assert len(episodes) >= 60  # 40 random and scripted-bridge, one oracle, naive, messy a map
+    kinds = {e["kind"] for e in episodes}
+    assert {"random", "bridge", "oracle", "naive", "messy"} <= kinds
     assert (
         sum(m["connected"] for m in metrics) >= 10
         and sum(m["new_adjacent_n_count"] > 0 for m in metrics) >= 10
@@ -77,6 +107,64 @@ def test_the_cases_cover_what_they_should() -> None:
         for r in p["rejected"]
     }
     assert {k for k in REASONS if any(r.startswith(k) for r in reasons)} == set(REASONS)
+
+
+def reference_feedback(mode: str, ref: dict, seen: dict, agent: int, turn: int) -> dict:
+    """What the reference's feedback module prints after a turn, from the metrics and the
+    observation its simulator gave (external/{perfect,score,position}_feedback.py): `turn` is
+    its prompt history's length + 1, absent terms print as 0."""
+    get = lambda key: ref.get(key, 0.0)  # noqa: E731
+    if mode == "position":
+        return {
+            "turn": turn,
+            "worker": "AB"[agent],
+            "current_pos": seen["current_pos"],
+            "visible_land_count": len(seen["visible_land_coords"]),
+            "visible_candidate_count": len(seen["visible_p_candidates"]),
+            "known_probe_count": len(seen["known_probe_results"]),
+            "connected": bool(ref["connected"]),
+        }
+    keys = BRIDGE_FEEDBACK[mode]
+    values = {k: get(k) for k in keys if k not in ("turn", "worker")}
+    values["turn"] = turn
+    if mode == "perfect":
+        values["worker"] = "AB"[agent]
+    values["connected"] = bool(ref["connected"])
+    values["max_gap_st"] = ref["max_gap_st"]
+    values["initial_cc_component_count"] = ref["initial_cc_component_count"]
+    return values
+
+
+@pytest.mark.parametrize("mode", ["perfect", "score", "position"])
+def test_feedback_modes_report_what_the_reference_reports(
+    mode: str, maps: dict[str, list[rules.BridgeMap]]
+) -> None:
+    """Every turn of every conformance episode: the facts each reference feedback mode shows
+    (its reward and terms are the base simulator's on the CoTI path too), from the reference's
+    recorded metrics and observations, equal ours."""
+    compared = 0
+    for episode in CASES["episodes"]:
+        bmap = maps[episode["file"]][episode["index"]]
+        play = rules.BridgeRules(max_probe=episode["max_probe"], reward=episode["reward"])
+        state = rules.initial_state(bmap, 4)
+        for t, turn in enumerate(episode["turns"]):
+            outcome = rules.play_turn(bmap, state, turn["answers"], play)
+            ref = dict(zip(CASES["metric_keys"], turn["metrics"], strict=True))
+            seen_by = turn.get("observations") or [None, None]
+            for k, seen in enumerate(seen_by):
+                if seen is None and mode == "position":
+                    continue
+                ours = feedback_values(mode, bmap, outcome, k, t + 2, 3)
+                theirs = reference_feedback(mode, ref, seen, k, t + 2)
+                assert set(ours) == set(theirs), (episode["task_id"], t, k)
+                for key, value in theirs.items():
+                    if isinstance(value, float):
+                        assert ours[key] == pytest.approx(value, abs=1e-9), (t, k, key)
+                    else:
+                        assert ours[key] == value, (episode["task_id"], t, k, key)
+                compared += 1
+            state = outcome.state
+    assert compared >= (90 if mode == "position" else 250)
 
 
 @pytest.mark.parametrize("case", range(len(CASES["episodes"])))
@@ -182,7 +270,8 @@ TEXTS = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
 @settings(max_examples=300, deadline=None)
 @given(TEXTS)
 def test_the_one_pass_scan_is_the_quadratic_scan(raw: str) -> None:
-    assert rules.balanced_ends(raw) == quadratic_scan(raw)
+    assert rules.balanced_ends(raw) == quadratic_scan(raw)  # one scan per brace here
+    assert rules.balanced_ends_one_pass(raw) == quadratic_scan(raw)
 
 
 def test_the_scan_and_the_repair_on_many_seeded_texts() -> None:
@@ -190,7 +279,11 @@ def test_the_scan_and_the_repair_on_many_seeded_texts() -> None:
     for _ in range(3000):
         raw = "".join(rng.choice(PIECES) for _ in range(rng.randrange(30)))
         assert rules.balanced_ends(raw) == quadratic_scan(raw), raw
+        assert rules.balanced_ends_one_pass(raw) == quadratic_scan(raw), raw
         assert rules.repair_brackets(raw) == char_by_char_repair(raw), raw
+        if rules.well_nested(raw):  # the candidates skip the repair of such a text
+            assert rules.repair_brackets(raw) == raw, raw
+        assert rules.read_action(raw).obj == rules.read_action(raw, shortcut=False).obj, raw
 
 
 def char_by_char_repair(text: str) -> str:
@@ -468,6 +561,12 @@ def run_team(env: BridgeBuildEnv, kind: str, task: int) -> tuple[dict, dict[str,
     return infos["worker_a"]["metrics"], paid
 
 
+UNLINKED = {("comlrl", "data.json", "bridge_build_data_0005")}
+"""Where the sound oracle does not link S and T in 4 turns: data_0005 with 2 probes a turn
+(the CoMLRL path) needs about ten true pillars probed on one route, and the probes that find
+fakes on the way leave one pillar beside the route unprobed by turn 3."""
+
+
 @pytest.mark.parametrize("name", FILES)
 @pytest.mark.parametrize("reward", ["comlrl", "coti"])
 def test_the_oracle_links_every_map_without_touching_a_fake_pillar(
@@ -476,12 +575,39 @@ def test_the_oracle_links_every_map_without_touching_a_fake_pillar(
     env = collabzoo.make("bridgebuild", data=str(bridge_data / name), split="all", reward=reward)
     for task in range(len(env.items("all"))):
         metrics, paid = run_team(env, "oracle", task)
-        where = (name, env.item.task_id)
-        assert metrics["connected"] == 1.0 and metrics["fake_pillar_hits"] == 0.0, where
+        where = (reward, name, env.item.task_id)
+        assert metrics["fake_pillar_hits"] == 0.0 and paid["penalty_n_adjacent"] == 0.0, where
+        assert env.turn <= env.horizon, where
+        if where in UNLINKED:
+            assert metrics["connected"] == 0.0, f"{where} links now: take it off UNLINKED"
+            continue
+        assert metrics["connected"] == 1.0, where
         assert paid["bonus_gap_st"] == pytest.approx(5.0) and paid["bonus_terminal_connect"] == 2.0
-        assert paid["penalty_n_adjacent"] == 0.0 and env.turn <= env.horizon, where
         if reward == "coti":  # both walk to the far anchor: all of the walking bonus
             assert paid["bonus_move_progress"] == pytest.approx(2.5), where
+
+
+@pytest.mark.parametrize("reward", ["comlrl", "coti"])
+def test_the_oracle_is_sound_whatever_the_hidden_types(tmp_path: Path, reward: str) -> None:
+    """The shipped layouts with every pillar's type drawn at random (half of them fake): the
+    oracle never places a block beside a fake pillar, so its success on the shipped maps owes
+    nothing to which pillars happen to be true. (The earlier oracle, which built beside
+    unprobed pillars on its last turn, touched a fake on 30 of these 36 maps.)"""
+    rng = random.Random(0)
+    records = []
+    for bmap in load_maps(DATA_FILE):
+        for k in range(4):
+            rows = ["".join(rng.choice("YN") if c in "YN" else c for c in r) for r in bmap.rows]
+            records.append({"task_id": f"{bmap.task_id}_relabelled_{k}", "map": rows})
+    path = tmp_path / "relabelled.json"
+    path.write_text(json.dumps(records))
+    env = collabzoo.make("bridgebuild", data=str(path), split="all", reward=reward)
+    linked = 0
+    for task in range(len(records)):
+        metrics, paid = run_team(env, "oracle", task)
+        assert metrics["fake_pillar_hits"] == 0.0 and paid["penalty_n_adjacent"] == 0.0, task
+        linked += int(metrics["connected"])
+    assert linked >= 1  # and it still links where the drawn types allow it in time
 
 
 def test_the_naive_team_links_but_touches_fake_pillars() -> None:
@@ -530,3 +656,66 @@ def test_the_prompts_scoring_text_is_the_references_unless_asked() -> None:
     paid = scoring(reward_text="paid")
     assert "3 x merges" in paid and "-8 x fake" in paid and "walking" not in paid
     assert "-12 x fake" in scoring(reward_text="paid", reward="coti")
+
+
+# ----- the reference's prompt options ---------------------------------------------------------
+def first_turn(**kwargs) -> tuple[BridgeBuildEnv, dict, dict]:
+    env = collabzoo.make("bridgebuild", **kwargs)
+    first, _ = env.reset(seed=0, options={"task": "bridge_build_data_0005"})
+    text = {
+        "worker_a": answer(cmds=["/fill 1 1 1 9 oak_planks"], probe=[[1, 2]], path=[[1, 0]]),
+        "worker_b": answer(comm={"note": "hi"}, path=[[11, 10], [10, 9]]),
+    }
+    later, *_ = env.step(text)
+    return env, first, later
+
+
+def test_the_default_prompts_are_the_reference_configs() -> None:
+    """empty_feedback, the whole prompt after the system text every turn, no previous answer;
+    the first prompt for the chat template, later ones raw (the CoMLRL trainers' quirk)."""
+    env, first, later = first_turn()
+    for agent in env.possible_agents:
+        assert first[agent].startswith(SYSTEM_PROMPT) and type(first[agent]) is str
+        assert isinstance(later[agent], RawPrompt) and later[agent].chat_template is False
+        assert SYSTEM_PROMPT in later[agent] and later[agent].endswith("Feedback: (none)")
+        assert PREVIOUS_ANSWER not in later[agent]
+    _, _, every = first_turn(chat_template="every_turn")
+    assert type(every["worker_a"]) is str and every["worker_a"] == later["worker_a"]
+    with pytest.raises(ValueError, match="feedback"):
+        collabzoo.make("bridgebuild", feedback="perfect_feedback")
+
+
+@pytest.mark.parametrize("mode", ["perfect", "score", "position"])
+def test_each_feedback_mode_fills_the_feedback_section(mode: str) -> None:
+    env, _, later = first_turn(feedback=mode)
+    values = feedback_values(mode, env.item, env.outcome, 0, 2, env.rules.view)
+    report = later["worker_a"].split("Feedback: ", 1)[1]
+    assert list(values)[: len(FEEDBACK_FIELDS[mode])] == list(FEEDBACK_FIELDS[mode])
+    assert report.count("\n- ") >= len(FEEDBACK_FIELDS[mode]) - 1
+    if mode != "position":  # A's fill touched fake pillars: the penalty shows, as a positive
+        penalty = values["penalty_n_adjacent"]
+        assert penalty > 0 and f"fake-pillar penalty: {penalty:.4f}" in report
+        assert values["reward"] == pytest.approx(env.outcome.breakdown.total)
+        assert "turn now: 2" in report
+    else:
+        assert f"your position: {json.dumps(list(env.game.positions[0]))}".replace(" ", "") in (
+            report.replace(" ", "")
+        )
+    b_report = later["worker_b"].split("Feedback: ", 1)[1]
+    assert ("you are worker: B" in b_report) == (mode != "score")  # score's is the same for both
+
+
+def test_without_the_original_prompt_later_turns_get_only_the_feedback() -> None:
+    _, _, later = first_turn(feedback="score", original_prompt=False)
+    assert later["worker_a"].split("\n", 1)[1].startswith("Score of the last turn:")
+    assert "Scoring, each turn" not in later["worker_a"] and SYSTEM_PROMPT not in later["worker_a"]
+    _, _, empty = first_turn(original_prompt=False)  # empty mode: the prompt, no system text
+    assert SYSTEM_PROMPT not in empty["worker_a"] and HEADER in empty["worker_a"]
+
+
+def test_previous_response_appends_the_last_answer() -> None:
+    env, _, later = first_turn(previous_response=True)
+    tail = later["worker_a"].split(PREVIOUS_ANSWER + "\n", 1)[1]
+    assert json.loads(tail)["cmds"] == ["/fill 1 1 1 9 oak_planks"]
+    copy_ = copy.deepcopy(env)  # a raw prompt survives copies
+    assert isinstance(copy_.observe("worker_b"), RawPrompt)

@@ -240,3 +240,21 @@ def test_float32_masters_compute_in_the_loaded_precision() -> None:
         scored = policy.score([[5, 6, 7]], [[8, 9]])
     assert scored.log_probs.dtype == torch.float32, "log-softmax is taken in float32"
     assert policy.keep_float32_masters() == 0, "idempotent"
+
+
+def test_a_raw_prompt_is_tokenized_without_the_chat_template() -> None:
+    """The games' later turns reach the model as raw text (the reference trainers' quirk): an
+    observation marked `chat_template = False` skips the template, also when cut to fit and
+    beside an equal plain text in one batch."""
+    from collabzoo.algos.policies.llm import encode_rows
+    from collabzoo.envs.prompt_form import RawPrompt
+
+    policy = templated_policy(60)
+    plain, raw = "the newest line", RawPrompt("the newest line")
+    templated_ids, raw_ids = policy.encode_prompt(plain), policy.encode_prompt(raw)
+    assert policy.tokenizer.decode(templated_ids).startswith("<|user|>")
+    assert raw_ids == policy.tokenizer(plain, add_special_tokens=False)["input_ids"]
+    assert encode_rows([policy, policy], [plain, raw]) == [templated_ids, raw_ids]
+    long_raw = RawPrompt("OLDEST " + "filler words " * 40 + "the newest line")
+    cut = policy.tokenizer.decode(policy.encode_prompt(long_raw))
+    assert "<|user|>" not in cut and cut.endswith("the newest line") and "OLDEST" not in cut

@@ -171,6 +171,9 @@ def test_every_turn_matches_the_reference(reference: dict, shared_maps) -> None:
 def test_the_cases_cover_every_term_and_the_quirks(reference: dict) -> None:
     """The recorded turns exercise what they are meant to check (they could have missed it)."""
     names = reference["metric_names"]
+    assert len(reference["episodes"]) >= 60  # 34 recorded, then an oracle, naive, messy a map
+    kinds = {e.get("kind") for e in reference["episodes"]}
+    assert {"oracle", "naive", "messy"} <= kinds
     fired = dict.fromkeys(REFERENCE_TERMS, 0)
     after_end_paid = 0
     for episode in reference["episodes"]:
@@ -446,3 +449,29 @@ def test_the_oracle_completes_every_map_and_naive_does_not(memory: str) -> None:
             else:
                 assert metrics["success"] == 0.0 and metrics["wasted_extractions_so_far"] > 0
                 assert metrics["useful_comm_items_so_far"] == 0.0
+
+
+def test_the_reference_prompt_options() -> None:
+    """As configured: the system text before every prompt, the first prompt for the chat
+    template and later ones raw (the CoMLRL trainers' quirk); the options change that."""
+    from collabzoo.envs.prompt_form import RawPrompt
+    from collabzoo.tasks.resourcegathering.envs import PREVIOUS_ANSWER, SYSTEM_PROMPT
+
+    def two_prompts(**kwargs):
+        env = collabzoo.make("resourcegathering", **kwargs)
+        first, _ = env.reset(seed=0)
+        stay = {a: '{"comm": {}, "cmds": [[0, 0]], "path": []}' for a in env.agents}
+        later, *_ = env.step(stay)
+        return first, later
+
+    first, later = two_prompts()
+    assert type(first["wood_worker"]) is str and first["wood_worker"].startswith(SYSTEM_PROMPT)
+    assert isinstance(later["wood_worker"], RawPrompt) and SYSTEM_PROMPT in later["wood_worker"]
+    assert PREVIOUS_ANSWER not in later["wood_worker"]
+    _, every = two_prompts(chat_template="every_turn")
+    assert type(every["wood_worker"]) is str and every["wood_worker"] == later["wood_worker"]
+    _, bare = two_prompts(original_prompt=False, previous_response=True)
+    assert SYSTEM_PROMPT not in bare["wood_worker"]
+    assert bare["wood_worker"].endswith(
+        PREVIOUS_ANSWER + '\n{"comm": {}, "cmds": [[0, 0]], "path": []}'
+    )

@@ -107,11 +107,17 @@ def encode_rows(policies: Sequence[LLMPolicy], prompts: Sequence[str]) -> list[l
     distinct (policy, prompt) once."""
     if len(policies) != len(prompts):
         raise ValueError(f"{len(policies)} policies for {len(prompts)} prompts: one each expected")
-    encoded: dict[tuple[int, str], list[int]] = {}
-    for policy, prompt in zip(policies, prompts, strict=True):
-        if (id(policy), prompt) not in encoded:
-            encoded[id(policy), prompt] = policy.encode_prompt(prompt)
-    return [encoded[id(p), prompt] for p, prompt in zip(policies, prompts, strict=True)]
+    encoded: dict[tuple[int, str, bool], list[int]] = {}
+    keys = [(id(p), q, _templated(q)) for p, q in zip(policies, prompts, strict=True)]
+    for policy, prompt, key in zip(policies, prompts, keys, strict=True):
+        if key not in encoded:
+            encoded[key] = policy.encode_prompt(prompt)
+    return [encoded[key] for key in keys]
+
+
+def _templated(prompt: str) -> bool:
+    """Whether a prompt goes through the chat template (a raw prompt says it does not)."""
+    return getattr(prompt, "chat_template", True) is not False
 
 
 class LLMPolicy(PolicyScoring, TorchPolicy):
@@ -243,10 +249,11 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
             yield
 
     # ----- tokens -------------------------------------------------------------------------------
-    def _template_ids(self, text: str) -> list[int]:
-        """The chat template around `text` when the tokenizer has one, else the raw text."""
+    def _template_ids(self, text: str, templated: bool = True) -> list[int]:
+        """The chat template around `text` when the tokenizer has one and `templated`, else
+        the raw text."""
         tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
+        if templated and getattr(tok, "chat_template", None):
             ids = tok.apply_chat_template(
                 [{"role": "user", "content": text}],
                 add_generation_prompt=True,
@@ -268,13 +275,17 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
         A longer text is cut inside the template: it keeps its most recent tokens behind
         `TRUNCATION_MARK`. `parts` (substrings of `text`, in order: the agents' observations of
         a joint state) share the budget instead, each cut on its own, so none is dropped whole;
-        the text between them is kept. Each cut counts in `truncated_prompts`."""
-        ids = self._template_ids(text)
+        the text between them is kept. Each cut counts in `truncated_prompts`.
+
+        A text whose `chat_template` attribute is False (an env's raw prompt, as the reference
+        trainers give the games' later turns) is tokenized without the template."""
+        templated = _templated(text)
+        ids = self._template_ids(text, templated)
         if len(ids) <= self.max_prompt_tokens:
             return ids or [self.pad_id]
         pieces = split_parts(text, parts)
         skeleton = "".join(TRUNCATION_MARK if shrink else piece for piece, shrink in pieces)
-        budget = self.max_prompt_tokens - len(self._template_ids(skeleton))
+        budget = self.max_prompt_tokens - len(self._template_ids(skeleton, templated))
         if budget < 0:
             raise ValueError(
                 f"max_prompt_tokens={self.max_prompt_tokens} cannot hold even the chat template "
@@ -296,7 +307,7 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
                 else:
                     tail = self.tokenizer.decode(tokens[len(tokens) - keep :]) if keep else ""
                     fitted.append(TRUNCATION_MARK + tail)
-            ids = self._template_ids("".join(fitted))
+            ids = self._template_ids("".join(fitted), templated)
             excess = len(ids) - self.max_prompt_tokens
             if excess <= 0:
                 self.truncated_prompts += 1
@@ -306,7 +317,7 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
                 break
             allowance[largest] = max(0, allowance[largest] - excess)
         raise ValueError(
-            f"could not fit a prompt of {len(self._template_ids(text))} tokens into "
+            f"could not fit a prompt of {len(self._template_ids(text, templated))} tokens into "
             f"max_prompt_tokens={self.max_prompt_tokens}: raise max_prompt_tokens"
         )
 
@@ -360,11 +371,12 @@ class LLMPolicy(PolicyScoring, TorchPolicy):
     ) -> list[Completion]:
         """Sample one completion per prompt (each distinct prompt encoded once); see
         `generate_ids`."""
-        encodings: dict[str, list[int]] = {}
+        encodings: dict[tuple[str, bool], list[int]] = {}
         for prompt in prompts:
-            if prompt not in encodings:
-                encodings[prompt] = self.encode_prompt(prompt)
-        return self.generate_ids([encodings[p] for p in prompts], sampling, adapters=adapters)
+            if (prompt, _templated(prompt)) not in encodings:
+                encodings[prompt, _templated(prompt)] = self.encode_prompt(prompt)
+        ids = [encodings[p, _templated(p)] for p in prompts]
+        return self.generate_ids(ids, sampling, adapters=adapters)
 
     @torch.no_grad()
     def generate_ids(

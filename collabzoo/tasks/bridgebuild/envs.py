@@ -14,6 +14,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, ClassVar
 
+from collabzoo.envs.prompt_form import CHAT_TEMPLATE_MODES, RawPrompt, joined, with_previous_answer
 from collabzoo.envs.records import ALL, read_file
 from collabzoo.envs.text_env import TextCollabEnv, TurnResult, check_choice, check_positive_int
 from collabzoo.tasks.bridgebuild import rewards as rules
@@ -28,6 +29,102 @@ ROLES = ("worker_a", "worker_b")
 LETTERS = ("A", "B")
 HEADER = "BridgeBuild - worker "
 """How every prompt starts (a scripted policy finds the newest prompt by it)."""
+SYSTEM_PROMPT = (
+    "You are one of two workers in a bridge-building game. Answer with exactly one JSON "
+    "object and stop: no text, code fences, headings or reasoning before or after it."
+)
+"""The system text before every prompt (the reference's says the same: one JSON object and
+nothing else)."""
+FEEDBACK_MODES = ("empty", "perfect", "position", "score")
+"""The reference's external modes: empty_feedback (its configs' choice: the Feedback section
+reads "(none)"), perfect_feedback (every reward term and count of the last turn), position_feedback
+(where the worker is and how much it sees) and score_feedback (the reward terms and counts)."""
+PREVIOUS_ANSWER = "Your answer last turn:"
+FEEDBACK_FIELDS = {
+    "perfect": (
+        "turn",
+        "worker",
+        "reward",
+        "connected",
+        "gap_st",
+        "cc_component_count",
+        "connected_y_count",
+        "n_adjacent_count",
+        "y_uncovered_count",
+        "bonus_gap_st",
+        "bonus_cc_merge",
+        "bonus_y_connected",
+        "penalty_n_adjacent",
+        "penalty_block_cost",
+        "bonus_terminal_connect",
+        "bonus_terminal_clean",
+        "bonus_late_quality",
+        "num_valid_probes",
+        "comm_tokens",
+    ),
+    "score": (
+        "turn",
+        "reward",
+        "bonus_gap_st",
+        "gap_st",
+        "bonus_cc_merge",
+        "cc_component_count",
+        "new_cc_merge_count",
+        "bonus_y_connected",
+        "penalty_n_adjacent",
+        "penalty_block_cost",
+        "bonus_terminal_connect",
+        "bonus_terminal_clean",
+        "new_connected_y_count",
+        "new_adjacent_n_count",
+        "newly_placed_block_count",
+        "connected",
+    ),
+    "position": (
+        "turn",
+        "worker",
+        "current_pos",
+        "visible_land_count",
+        "visible_candidate_count",
+        "known_probe_count",
+        "connected",
+    ),
+}
+"""What each mode reports, in the reference's order (its names for the facts)."""
+FEEDBACK_LABELS = {
+    "turn": "turn now",
+    "worker": "you are worker",
+    "reward": "team reward of the last turn",
+    "connected": "S and T linked",
+    "gap_st": "gap (blocks still needed to link S and T)",
+    "cc_component_count": "groups of anchors and true pillars",
+    "connected_y_count": "true pillars linked to an anchor",
+    "n_adjacent_count": "fake pillars beside a block",
+    "y_uncovered_count": "true pillars not linked yet",
+    "bonus_gap_st": "gap term",
+    "bonus_cc_merge": "merge term",
+    "bonus_y_connected": "true-pillar term",
+    "penalty_n_adjacent": "fake-pillar penalty",
+    "penalty_block_cost": "block penalty",
+    "bonus_terminal_connect": "link bonus",
+    "bonus_terminal_clean": "clean-bridge bonus",
+    "bonus_late_quality": "late-quality bonus",
+    "num_valid_probes": "valid probes",
+    "comm_tokens": "message tokens",
+    "new_cc_merge_count": "groups merged",
+    "new_connected_y_count": "true pillars newly linked",
+    "new_adjacent_n_count": "fake pillars newly beside a block",
+    "newly_placed_block_count": "blocks placed",
+    "current_pos": "your position",
+    "visible_land_count": "land cells in sight",
+    "visible_candidate_count": "candidate pillars in sight",
+    "known_probe_count": "probe results you hold",
+}
+FEEDBACK_TITLES = {
+    "perfect": "Full report on the last turn:",
+    "score": "Score of the last turn:",
+    "position": "Where you stand:",
+}
 
 
 def load_maps(source: str | Path) -> list[BridgeMap]:
@@ -63,6 +160,23 @@ def _file_maps(path: Path) -> list[BridgeMap]:
 def _json(value: Any) -> str:
     """Compact JSON as the reference shows lists (anything JSON cannot hold, as its repr)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+
+
+def _cells_json(cells: Sequence[Sequence[int]]) -> str:
+    """`_json` of a list of [x, z] cells, written directly (the prompts hold many)."""
+    return "[" + ",".join(f"[{x},{z}]" for x, z in cells) + "]"
+
+
+def _tagged_json(items: Sequence[Mapping[str, Any]], tag: str) -> str:
+    """`_json` of a list of {"coord": [x, z], tag: a letter or word}, written directly."""
+    return (
+        "["
+        + ",".join(
+            f'{{"coord":[{i["coord"][0]},{i["coord"][1]}],"{tag}":{json.dumps(i[tag])}}}'
+            for i in items
+        )
+        + "]"
+    )
 
 
 def _reward_lines(rules_: BridgeRules, text: str) -> list[str]:
@@ -126,7 +240,7 @@ def prompt_text(
 ) -> str:
     """One worker's prompt for the state's turn: the task, what it sees, the action format,
     the scoring and the end rule (the reference's information, in this env's words)."""
-    view = rules.agent_view(bmap, state, agent, rules_.view)
+    view = rules.agent_view(bmap, state, agent, rules_.view, copy_messages=False)
     me, other = LETTERS[agent], LETTERS[1 - agent]
     limits = rules.command_limits(rules_.max_commands_total, len(state.positions))
     w, h = bmap.width, bmap.height
@@ -151,11 +265,11 @@ def prompt_text(
         f"- Sight: {v} cells. You see every cell within {v} steps in x and in z of each cell "
         "you have stood on or walked through; a cell once seen stays in sight, always shown "
         "as it is now.",
-        f"- Anchors in sight: {_json(view['visible_anchors'])}",
-        f"- Land in sight: {_json(view['visible_land_coords'])}",
-        f"- Placed blocks in sight: {_json(view['visible_filled_coords'])}",
-        f"- Candidate pillars in sight (type hidden): {_json(view['visible_p_candidates'])}",
-        f"- Your probe results: {_json(view['known_probe_results'])}",
+        f"- Anchors in sight: {_tagged_json(view['visible_anchors'], 'kind')}",
+        f"- Land in sight: {_cells_json(view['visible_land_coords'])}",
+        f"- Placed blocks in sight: {_cells_json(view['visible_filled_coords'])}",
+        f"- Candidate pillars in sight (type hidden): {_cells_json(view['visible_p_candidates'])}",
+        f"- Your probe results: {_tagged_json(view['known_probe_results'], 'type')}",
         f"- Messages from worker {other}, oldest first: {_json(view['received_messages'])}",
         "",
         f"Blocks you may place: {_json(blocks)}",
@@ -183,6 +297,84 @@ def prompt_text(
         "",
         f"Feedback: {feedback.strip() or '(none)'}",
     ]
+    return "\n".join(lines)
+
+
+def feedback_values(
+    mode: str,
+    bmap: BridgeMap,
+    outcome: rules.TurnOutcome,
+    agent: int,
+    turn: int,
+    view: int,
+) -> dict[str, Any]:
+    """The facts a reference feedback mode reports after a turn, with its values: the base
+    (CoMLRL) reward and terms whichever reward is paid, penalties as positive amounts, an
+    unreachable gap as None, the clean-bridge and late-quality bonuses 0 (the simulator the
+    modes read never computes them), `turn` the turn about to be played. position_feedback
+    counts what the worker sees with a sight of 3 when the sight is 0 (the reference reads a
+    0 as unset there)."""
+    if mode not in FEEDBACK_FIELDS:
+        return {}
+    m, base = outcome.breakdown.metrics, outcome.base
+    seen = rules.agent_view(bmap, outcome.state, agent, view or rules.VIEW)
+    facts: dict[str, Any] = {
+        "turn": turn,
+        "worker": LETTERS[agent],
+        "reward": sum(base.values()),
+        "connected": bool(m["connected"]),
+        "gap_st": None if m["gap_st"] < 0 else int(m["gap_st"]),
+        "max_gap_st": int(m["max_gap_st"]),
+        "cc_component_count": int(m["cc_component_count"]),
+        "initial_cc_component_count": int(m["initial_cc_component_count"]),
+        "connected_y_count": int(m["connected_y_count"]),
+        "n_adjacent_count": int(m["n_adjacent_count"]),
+        "y_uncovered_count": int(m["y_uncovered_count"]),
+        **{k: abs(v) if k.startswith("penalty") else v for k, v in base.items()},
+        "bonus_terminal_clean": 0.0,
+        "bonus_late_quality": 0.0,
+        "num_valid_probes": int(m["num_valid_probes"]),
+        "comm_tokens": int(m["comm_tokens"]),
+        "new_cc_merge_count": int(m["new_cc_merge_count"]),
+        "new_connected_y_count": int(m["new_connected_y_count"]),
+        "new_adjacent_n_count": int(m["new_adjacent_n_count"]),
+        "newly_placed_block_count": int(m["newly_placed_block_count"]),
+        "current_pos": seen["current_pos"],
+        "visible_land_count": len(seen["visible_land_coords"]),
+        "visible_candidate_count": len(seen["visible_p_candidates"]),
+        "known_probe_count": len(seen["known_probe_results"]),
+    }
+    values = {k: facts[k] for k in FEEDBACK_FIELDS[mode]}
+    if "gap_st" in values:
+        values["max_gap_st"] = facts["max_gap_st"]
+    if "cc_component_count" in values:
+        values["initial_cc_component_count"] = facts["initial_cc_component_count"]
+    return values
+
+
+def feedback_text(mode: str, values: Mapping[str, Any]) -> str:
+    """A feedback mode's report in words (empty for "empty")."""
+    if not values:
+        return ""
+    lines = [FEEDBACK_TITLES[mode]]
+    for key in FEEDBACK_FIELDS[mode]:
+        value = values[key]
+        if key == "gap_st":
+            shown = "none (S and T cannot be linked)" if value is None else str(value)
+            shown += f" of {values['max_gap_st']} on the empty map"
+        elif key == "cc_component_count":
+            shown = f"{value} of {values['initial_cc_component_count']} on the empty map"
+        elif isinstance(value, bool):
+            shown = "yes" if value else "no"
+        elif isinstance(value, float):
+            shown = f"{value:.4f}"
+        else:
+            shown = _json(value) if isinstance(value, list) else str(value)
+        lines.append(f"- {FEEDBACK_LABELS[key]}: {shown}")
+    if mode == "perfect":
+        lines.append(
+            "- Aim: learn pillar types, keep fakes untouched, link more true pillars, then S and T."
+        )
     return "\n".join(lines)
 
 
@@ -215,6 +407,17 @@ class BridgeBuildEnv(TextCollabEnv[BridgeMap]):
         reward_text: "reference" (default: the prompt's scoring text quotes CoTI's constants
             whichever reward is paid, as the reference's does) or "paid" (the constants this
             env pays).
+        feedback: what the Feedback section of each later prompt says, the reference's
+            external modes: "empty" (default, the reference configs' choice: "(none)"),
+            "perfect", "position" or "score" (see `FEEDBACK_MODES`).
+        original_prompt: True (default, as configured) re-renders the whole prompt, after the
+            system text, every turn; False gives later turns only the feedback (in "empty" mode
+            the prompt without the system text), as the reference does.
+        previous_response: append the worker's last answer to its next prompt (reference
+            option, off in its configs).
+        chat_template: "first_turn" (default: the reference trainer's quirk: the first prompt
+            goes through the model's chat template, later ones are raw system + user text,
+            returned as `RawPrompt`) or "every_turn".
         render_mode: "ansi" makes `render()` return a text picture of the map; "human" prints
             it at every reset and step; None (default) leaves rendering off.
     """
@@ -243,9 +446,17 @@ class BridgeBuildEnv(TextCollabEnv[BridgeMap]):
         palettes: Sequence[Sequence[str]] = (rules.REFERENCE_BLOCKS, rules.REFERENCE_BLOCKS),
         early_end: bool = True,
         reward_text: str = "reference",
+        feedback: str = "empty",
+        original_prompt: bool = True,
+        previous_response: bool = False,
+        chat_template: str = "first_turn",
         render_mode: str | None = None,
     ) -> None:
         super().__init__(split=split, memory=memory, horizon=horizon, render_mode=render_mode)
+        self.feedback = check_choice("feedback", feedback, FEEDBACK_MODES)
+        self.chat_template = check_choice("chat_template", chat_template, CHAT_TEMPLATE_MODES)
+        self.original_prompt = bool(original_prompt)
+        self.previous_response = bool(previous_response)
         self.splits = check_choice("splits", splits, tuple(SPLIT_RULES))
         self.reward = check_choice("reward", reward, rules.REWARD_MODES)
         self.reward_text = check_choice("reward_text", reward_text, REWARD_TEXTS)
@@ -300,14 +511,42 @@ class BridgeBuildEnv(TextCollabEnv[BridgeMap]):
         return self._last
 
     # ----- prompts --------------------------------------------------------------------------
-    def _role_prompt(self, agent: str) -> str:
+    def _user_prompt(self, agent: int, feedback: str = "") -> str:
         return prompt_text(
             self.item,
             self.game,
-            self.possible_agents.index(agent),
+            agent,
             self.rules,
             reward_text=self.reward_text,
+            feedback=feedback,
         )
+
+    def _role_prompt(self, agent: str) -> str:
+        """The first turn's prompt: the system text and the prompt (the reference's formatter
+        puts both through the chat template)."""
+        return joined(SYSTEM_PROMPT, self._user_prompt(self.possible_agents.index(agent)))
+
+    def _next_prompt(self, agent: int, outcome: rules.TurnOutcome, answer: str) -> str:
+        """A later turn's prompt, as the reference's external transition writes it."""
+        values = feedback_values(
+            self.feedback, self.item, outcome, agent, self.turn + 2, self.rules.view
+        )
+        report = feedback_text(self.feedback, values)
+        if self.original_prompt:
+            prompt = joined(SYSTEM_PROMPT, self._user_prompt(agent, report))
+        elif self.feedback == "empty":
+            prompt = self._user_prompt(agent)
+        else:
+            prompt = report
+        if self.previous_response:
+            prompt = with_previous_answer(prompt, answer, PREVIOUS_ANSWER)
+        return prompt
+
+    def _compose(self, agent: str) -> str:
+        text = super()._compose(agent)
+        if self.turn >= 1 and self.chat_template == "first_turn":
+            return RawPrompt(text)
+        return text
 
     # ----- a turn ---------------------------------------------------------------------------
     def _play_turn(self, answers: Mapping[str, str]) -> TurnResult:
@@ -321,7 +560,10 @@ class BridgeBuildEnv(TextCollabEnv[BridgeMap]):
             parsed={
                 a: p.report() for a, p in zip(self.possible_agents, outcome.parsed, strict=True)
             },
-            feedback={a: self._role_prompt(a) for a in self.possible_agents},
+            feedback={
+                a: self._next_prompt(k, outcome, answers[a])
+                for k, a in enumerate(self.possible_agents)
+            },
         )
 
     def step(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import itertools
 import json
 import re
@@ -187,6 +188,22 @@ class BridgeMap:
     def in_bounds(self, cell: Coord) -> bool:
         return 0 <= cell[0] < self.width and 0 <= cell[1] < self.height
 
+    @cached_property
+    def free_cells(self) -> frozenset[Coord]:
+        """Cells the gap crosses for free before any block: anchors and pillars."""
+        return self.anchors | self.pillars
+
+    @cached_property
+    def steps(self) -> dict[Coord, tuple[Coord, ...]]:
+        """Each cell's in-bounds 4-neighbours that are not static land (anchors included):
+        where the gap's search may step."""
+        walls = self.land - self.anchors
+        return {
+            (x, z): tuple(nb for nb in neighbours((x, z)) if self.in_bounds(nb) and nb not in walls)
+            for z in range(self.height)
+            for x in range(self.width)
+        }
+
     def symbol(self, cell: Coord) -> str:
         return self.rows[cell[1]][cell[0]]
 
@@ -229,31 +246,26 @@ def is_connected(bmap: BridgeMap, filled: frozenset[Coord]) -> bool:
 def gap(bmap: BridgeMap, filled: frozenset[Coord]) -> int | None:
     """The fewest extra filled cells that would connect S and T: a 0-1 search in which
     anchors, pillars and filled cells cost 0, water 1, and land is a wall; None if none can."""
-    free = bmap.anchors | bmap.pillars | filled
-    targets = set(bmap.anchors_t)
+    free = bmap.free_cells | filled
+    targets = bmap.anchors_t
+    steps = bmap.steps
     dist = dict.fromkeys(bmap.anchors_s, 0)
+    known = dist.get
     queue = deque(bmap.anchors_s)
+    pop, push_front, push_back = queue.popleft, queue.appendleft, queue.append
     while queue:
-        cell = queue.popleft()
+        cell = pop()
         d = dist[cell]
         if cell in targets:
             return d
-        for nb in neighbours(cell):
-            if not bmap.in_bounds(nb):
-                continue
+        for nb in steps[cell]:
             if nb in free:
-                step = d
-            elif nb in bmap.land:
-                continue
-            else:
-                step = d + 1
-            if dist.get(nb, step + 1) <= step:
-                continue
-            dist[nb] = step
-            if step == d:
-                queue.appendleft(nb)
-            else:
-                queue.append(nb)
+                if known(nb, d + 1) > d:
+                    dist[nb] = d
+                    push_front(nb)
+            elif known(nb, d + 2) > d + 1:
+                dist[nb] = d + 1
+                push_back(nb)
     return None
 
 
@@ -286,14 +298,21 @@ def fake_adjacent(bmap: BridgeMap, filled: frozenset[Coord]) -> int:
 
 def visible_cells(origins: Iterable[Coord], view: int, width: int, height: int) -> set[Coord]:
     """The union of the (2 view + 1)-square windows around every origin, clipped to the map."""
+    seen: set[Coord] = set()
+    for origin in origins:
+        seen |= _window(origin, view, width, height)
+    return seen
+
+
+@functools.lru_cache(maxsize=65536)
+def _window(origin: Coord, view: int, width: int, height: int) -> frozenset[Coord]:
     v = max(0, view)
-    return {
-        (ox + dx, oz + dz)
-        for ox, oz in origins
-        for dx in range(-v, v + 1)
-        for dz in range(-v, v + 1)
-        if 0 <= ox + dx < width and 0 <= oz + dz < height
-    }
+    ox, oz = origin
+    return frozenset(
+        (x, z)
+        for x in range(max(0, ox - v), min(width, ox + v + 1))
+        for z in range(max(0, oz - v), min(height, oz + v + 1))
+    )
 
 
 # ----- reading an action ----------------------------------------------------------------------
@@ -379,7 +398,53 @@ class _Runs:
         return big
 
 
+FEW_BRACES = 24
+"""Up to this many `{` the scans run one by one (cheaper for an answer's few objects); past it,
+in one pass."""
+
+
 def balanced_ends(raw: str) -> dict[int, int]:
+    """For each `{` of the text, where the reference's balanced-brace scan started there ends
+    (its matching `}`, quotes and backslash escapes respected), for those that end."""
+    if raw.count("{") <= FEW_BRACES:
+        ends = {}
+        for start in [m.start() for m in _OPEN_BRACE.finditer(raw)]:
+            end = scan_end(raw, start)
+            if end is not None:
+                ends[start] = end
+        return ends
+    return balanced_ends_one_pass(raw)
+
+
+_OPEN_BRACE = re.compile(r"\{")
+
+
+def scan_end(raw: str, start: int) -> int | None:
+    """Where the reference's scan from the `{` at `start` ends, read special character by
+    special character (after a backslash in a string, the next character is skipped)."""
+    depth, quote, escaped_at = 0, "", -1
+    for match in _SCAN_SPECIAL.finditer(raw, start):
+        at, ch = match.start(), match.group()
+        if quote:
+            if at == escaped_at:
+                continue
+            if ch == "\\":
+                escaped_at = at + 1
+            elif ch == quote:
+                quote = ""
+            continue
+        if ch in "\"'":
+            quote = ch
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return at
+    return None
+
+
+def balanced_ends_one_pass(raw: str) -> dict[int, int]:
     """For each `{` of the text, where the reference's balanced-brace scan started there ends
     (its matching `}`, quotes and backslash escapes respected), for those that end: the same
     answer as the reference's scan from every `{`, in one pass over the special characters."""
@@ -441,33 +506,75 @@ def action_candidates(raw: str) -> tuple[list[str], bool]:
             seen.add(text)
             out.append(text)
 
-    add(raw)
-    add(repair_brackets(raw))
+    def add_with_repair(text: str) -> None:
+        # a text seen before had its repair added then (the repair of a repair is itself),
+        # and a well-nested text is its own repair
+        if text.strip() in seen:
+            return
+        add(text)
+        if not well_nested(text):
+            add(repair_brackets(text))
+
+    add_with_repair(raw)
     first, last = raw.find("{"), raw.rfind("}")
     if first >= 0:
-        add(raw[first:])
-        add(repair_brackets(raw[first:]))
+        add_with_repair(raw[first:])
     if 0 <= first < last:
-        add(raw[first : last + 1])
-        add(repair_brackets(raw[first : last + 1]))
+        add_with_repair(raw[first : last + 1])
     used, truncated = 0, False
     for start, end in sorted(balanced_ends(raw).items()):
         used += 2 * (end - start + 1)
         if used > CANDIDATE_BUDGET:
             truncated = True
             break
-        add(raw[start : end + 1])
-        add(repair_brackets(raw[start : end + 1]))
+        add_with_repair(raw[start : end + 1])
     return out, truncated
 
 
-def read_action(text: str) -> ActionReading:
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', re.DOTALL)
+_NESTING = re.compile(r"[\[\]{}]")
+_OPENER = {"]": "[", "}": "{"}
+
+
+def well_nested(text: str) -> bool:
+    """Whether `repair_brackets` would leave the text as it is: every string closed and every
+    bracket and brace outside them matched in order. (A quick sufficient test: False sends the
+    text to the repair.)"""
+    bare = _QUOTED.sub("", text)
+    if "'" in bare or '"' in bare:  # a string left open: the repair decides
+        return False
+    stack: list[str] = []
+    for mark in _NESTING.findall(bare):
+        if mark in "[{":
+            stack.append(mark)
+        elif not stack or stack.pop() != _OPENER[mark]:
+            return False
+    return not stack
+
+
+def read_action(text: str, *, shortcut: bool = True) -> ActionReading:
     """The action object of an answer: each candidate is tried with `json.loads` and with
     `ast.literal_eval`; the dict with the most of the four action keys wins, the later
-    candidate on a tie; failing that the last dict without them; failing that nothing."""
+    candidate on a tie; failing that the last dict without them; failing that nothing.
+
+    `shortcut` (the same reading, sooner): when the whole answer is one JSON object with all
+    four keys, each named once in the text, it is the answer: every other candidate is a part
+    of the text that starts after the first key's name, so it holds at most three of them."""
     raw = strip_fences(text)
     if not raw:
         return ActionReading({}, "nothing", 0)
+    if (
+        shortcut
+        and raw[0] == "{"
+        and raw[-1] == "}"
+        and all(raw.count(k) == 1 for k in ACTION_KEYS)
+    ):
+        try:
+            whole = json.loads(raw)
+        except ValueError:
+            whole = None
+        if isinstance(whole, dict) and all(k in whole for k in ACTION_KEYS):
+            return ActionReading(whole, "action object", 1)
     candidates, truncated = action_candidates(raw)
     best: tuple[int, int, dict[Any, Any]] | None = None
     plain: dict[Any, Any] | None = None
@@ -476,6 +583,11 @@ def read_action(text: str) -> ActionReading:
     with _QUIET, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for index, candidate in enumerate(candidates):
+            # only a text opening with a brace (or a parenthesis, for Python) reads as a dict;
+            # where JSON reads it, Python reads the same dict or fails, and on a tie the JSON
+            # reading wins anyway: it is enough
+            if not candidate.startswith(("{", "(")):
+                continue
             for reader in (json.loads, ast.literal_eval):
                 try:
                     obj = reader(candidate)
@@ -488,6 +600,7 @@ def read_action(text: str) -> ActionReading:
                     plain = obj
                 elif best is None or (keys, index) > (best[0], best[1]):  # json first on a tie
                     best = (keys, index, obj)
+                break
     if best is not None:
         return ActionReading(best[2], "action object", len(candidates), truncated)
     if plain is not None:
@@ -773,6 +886,9 @@ class BridgeState:
     move_norm: float
     probes_so_far: int = 0
     tokens_so_far: int = 0
+    quantities: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The gap, components, linked Y and fakes touched of `filled` (kept by the turn that
+    computed them, for the next turn's "before"; None once `filled` changes)."""
 
     def filled_cells(self) -> frozenset[Coord]:
         return frozenset(c for c, b in self.filled.items() if b not in AIR_BLOCKS)
@@ -822,6 +938,9 @@ class TurnOutcome:
     state: BridgeState
     breakdown: RewardBreakdown
     parsed: list[ParsedAction]
+    base: Mapping[str, float] = field(default_factory=dict)
+    """The base (CoMLRL) terms of the turn, whichever reward is paid: what the reference's
+    feedback modes report (its simulator computes only these)."""
 
 
 def _quantities(bmap: BridgeMap, filled: frozenset[Coord]) -> dict[str, Any]:
@@ -831,6 +950,13 @@ def _quantities(bmap: BridgeMap, filled: frozenset[Coord]) -> dict[str, Any]:
         "connected_y": connected_true_pillars(bmap, filled),
         "fake_adjacent": fake_adjacent(bmap, filled),
     }
+
+
+def _state_quantities(bmap: BridgeMap, state: BridgeState) -> dict[str, Any]:
+    """A state's quantities: those the turn that made it computed, else computed now."""
+    if state.quantities is None:
+        state.quantities = _quantities(bmap, state.filled_cells())
+    return state.quantities
 
 
 def _metrics(
@@ -881,7 +1007,7 @@ def play_turn(
     before = state.filled_cells()
     if state.terminated:
         nxt = clone_state(state)
-        q = _quantities(bmap, before)
+        q = _state_quantities(bmap, state)
         base = dict.fromkeys(BASE_TERMS, 0.0)
         counts = dict.fromkeys(
             (
@@ -926,7 +1052,8 @@ def play_turn(
             nxt.positions[k] = action.path[-1]
 
     after = nxt.filled_cells()
-    p, q = _quantities(bmap, before), _quantities(bmap, after)
+    p = _state_quantities(bmap, state)
+    q = nxt.quantities = _quantities(bmap, after) if after != before else p
     connected = is_connected(bmap, after)
     gap_before = bmap.gap_max if p["gap"] is None else p["gap"]
     gap_after = bmap.gap_max if q["gap"] is None else q["gap"]
@@ -992,7 +1119,7 @@ def _finish(
         )
     total = sum(components_.values())
     metrics["level_total"] = total
-    return TurnOutcome(nxt, RewardBreakdown(total, components_, metrics), parsed)
+    return TurnOutcome(nxt, RewardBreakdown(total, components_, metrics), parsed, dict(base))
 
 
 def coti_terms(
@@ -1050,8 +1177,11 @@ def coti_terms(
 
 
 # ----- what an agent sees ---------------------------------------------------------------------
-def agent_view(bmap: BridgeMap, state: BridgeState, agent: int, view: int) -> dict[str, Any]:
-    """What one agent knows: the reference observation's fields, cells as [x, z] lists."""
+def agent_view(
+    bmap: BridgeMap, state: BridgeState, agent: int, view: int, *, copy_messages: bool = True
+) -> dict[str, Any]:
+    """What one agent knows: the reference observation's fields, cells as [x, z] lists (the
+    messages shared with the state unless `copy_messages`: a prompt only writes them out)."""
     seen = visible_cells(state.origins[agent], view, bmap.width, bmap.height)
     filled = state.filled_cells()
     anchors = [{"coord": list(c), "kind": "S"} for c in sorted_cells(set(bmap.anchors_s) & seen)]
@@ -1066,7 +1196,9 @@ def agent_view(bmap: BridgeMap, state: BridgeState, agent: int, view: int) -> di
         "visible_filled_coords": [list(c) for c in sorted_cells(filled & seen)],
         "visible_p_candidates": [list(c) for c in sorted_cells(bmap.pillars & seen)],
         "known_probe_results": [{"coord": list(c), "type": known[c]} for c in sorted_cells(known)],
-        "received_messages": copy.deepcopy(state.inbox[agent]),
+        "received_messages": (
+            copy.deepcopy(state.inbox[agent]) if copy_messages else list(state.inbox[agent])
+        ),
         "connected": state.connected,
         "terminated": state.terminated,
     }

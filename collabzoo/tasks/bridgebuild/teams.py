@@ -1,15 +1,19 @@
 """BridgeBuild's scripted teams. Each reads only its own observation (the newest prompt in it).
 
-The oracle: on turn 1 each worker walks a loop that brings the whole map into sight, ending on
-the far edge, and probes the candidate pillars nearest its own anchor; on turn 2 it walks on to
-the far anchor (worker A to T, worker B to S: CoTI's walking bonus in full). From turn 2 on
-both know the map's layout, so both derive the same meeting cell M from it alone: a water cell
-with no pillar beside it, halfway along the least risky S-T route. Each worker then plans its
-own half (A from S to M, B from T to M) with what it knows of pillar types, its own probes and
-the ones its teammate's messages report: a half that touches no pillar of unknown or fake type
-is filled at once; otherwise it probes the unknown pillars on that half, nearest its anchor
-first, and fills on the last turn whatever it knows by then. Every message carries the
-sender's probe results and M.
+The oracle is sound: it never places a block beside a pillar whose type it does not know to be
+true (its own probes or its partner's reports), so it never touches a fake pillar, whatever the
+hidden types are. On turn 1 each worker walks a loop that brings the whole map into sight and
+probes the pillars nearest its start (which anyone who knows the layout can work out). From
+turn 2 on both derive the same meeting cell M from the layout alone: a water cell with no pillar
+beside it, halfway along the least risky S-T route (the pillars probed on turn 1 counted as
+free). Each worker plans its half (A from S to M, B from T to M) with the types it knows:
+unknown pillars cost a probe, more so near a known fake (fakes cluster), known fakes are never
+touched. A half that touches no unknown pillar is built at once; otherwise the worker probes
+the unknown pillars on it, nearest its anchor first, and gives spare probes to its partner's
+half from M's end. On the last turn (what the partner probes then reaches it too late) a worker
+also builds its partner's half where it knows every pillar beside it, or else a whole S-T
+route it knows to be safe, if there is one. Every message carries the sender's probe results.
+Walking on to the far anchor earns CoTI's walking bonus.
 
 The naive team fills straight lines blind: worker A the column below its S, worker B the whole
 row above its T, on turn 1, fake pillars or not.
@@ -208,13 +212,30 @@ def _route(
     return []
 
 
+def start_cell(view: View, side: int) -> Coord:
+    """Where a worker starts: A on the first S, B on the first T (row by row, then by x)."""
+    return min(view.anchors["S" if side == 0 else "T"], key=lambda c: (c[1], c[0]))
+
+
+def first_probes(view: View, side: int) -> list[Coord]:
+    """A worker's turn-1 probes: the pillars nearest its start, among those in its first sight
+    (what it could see then). Anyone who knows the layout can work them out."""
+    sx, sz = start_cell(view, side)
+    seen = [p for p in view.pillars if max(abs(p[0] - sx), abs(p[1] - sz)) <= view.sight]
+    return sorted(seen, key=lambda p: (abs(p[0] - sx) + abs(p[1] - sz), p[1], p[0]))[
+        : view.max_probe
+    ]
+
+
 def meeting_cell(view: View) -> Coord | None:
     """The cell both workers meet at, from the layout alone (both see the same layout)."""
     usable, water = _layout(view)
 
+    probed_first = set(first_probes(view, 0)) | set(first_probes(view, 1))
+
     def risk(cell: Coord) -> int:
         if cell in view.pillars:
-            return 2 * RISK
+            return 0 if cell in probed_first else 2 * RISK
         if cell in water:
             return 1 + RISK // 20 * sum(nb in view.pillars for nb in _neighbours(cell))
         return 0
@@ -229,32 +250,66 @@ def meeting_cell(view: View) -> Coord | None:
     return min(pool, key=lambda c: (abs(fills.index(c) - middle), fills.index(c)))
 
 
-def half_route(view: View, goal: Coord) -> tuple[list[Coord], list[Coord]]:
-    """My half: (water cells to fill, in order from my anchor; pillars of unknown type it
-    touches, in the same order)."""
+def half_route(view: View, goal: Coord, side: int | None = None) -> tuple[list[Coord], list[Coord]]:
+    """A worker's half as I know the pillars (mine by default; `side` 0 for A's, from S, 1
+    for B's, from T): (water cells to fill, in order from that anchor; pillars of unknown
+    type it touches, in the same order)."""
     usable, water = _layout(view)
-    unknown = {p for p in view.pillars if p not in view.types}
     fake = {p for p, t in view.types.items() if t == "N"}
+    # an unknown pillar costs a probe, more so near known fakes (fakes come in clusters on the
+    # shipped maps): a route likely to need fewer probes and fewer detours comes first
+    doubt = {
+        p: RISK * (1 + sum(max(abs(p[0] - n[0]), abs(p[1] - n[1])) <= 2 for n in fake))
+        for p in view.pillars
+        if p not in view.types
+    }
 
     def cost(cell: Coord) -> int:
         if cell in view.pillars:
-            return FAKE if cell in fake else 0 if view.types.get(cell) == "Y" else RISK
+            return FAKE if cell in fake else doubt.get(cell, 0)
         if cell in view.filled or cell not in water:
             return 0
         beside = _neighbours(cell)
-        return (
-            1 + FAKE * sum(nb in fake for nb in beside) + RISK * sum(nb in unknown for nb in beside)
-        )
+        return 1 + FAKE * sum(nb in fake for nb in beside) + sum(doubt.get(nb, 0) for nb in beside)
 
-    starts = view.anchors["S" if view.me == 0 else "T"]
+    side = view.me if side is None else side
+    starts = view.anchors["S" if side == 0 else "T"]
     route = _route(view, starts, {goal}, cost, usable)
     to_fill = [c for c in route if c in water and c not in view.filled]
     touched: list[Coord] = []
     for cell in route:
         around = [cell] if cell in view.pillars else []
         around += [nb for nb in _neighbours(cell) if cell in to_fill]
-        touched += [p for p in around if p in unknown and p not in touched]
+        touched += [p for p in around if p in doubt and p not in touched]
     return to_fill, touched
+
+
+def safe_to_fill(view: View, cells: list[Coord]) -> bool:
+    """Every cell is water whose pillar neighbours are all known true pillars: filling them
+    touches no fake pillar, whatever the unprobed pillars turn out to be."""
+    return all(
+        cell not in view.pillars
+        and all(view.types.get(nb) == "Y" for nb in _neighbours(cell) if nb in view.pillars)
+        for cell in cells
+    )
+
+
+def safe_route(view: View) -> list[Coord]:
+    """The water cells still to fill on the cheapest S-T route that touches only pillars
+    known to be true (none if there is no such route)."""
+    usable, water = _layout(view)
+    allowed = {
+        c
+        for c in usable
+        if (c not in water and c not in view.pillars)
+        or (view.types.get(c) == "Y" if c in view.pillars else safe_to_fill(view, [c]))
+    }
+
+    def cost(cell: Coord) -> int:
+        return 1 if cell in water and cell not in view.filled else 0
+
+    route = _route(view, view.anchors["S"], view.anchors["T"], cost, allowed)
+    return [c for c in route if c in water and c not in view.filled]
 
 
 def _fill_commands(cells: list[Coord], block: str, cap: int) -> list[str]:
@@ -292,20 +347,27 @@ def _answer(comm: dict, probe: list[Coord], cmds: list[str], path: list[Coord]) 
 
 def bridgebuild_oracle(observation: str) -> str:
     view = read_view(observation)
-    mine = view.anchors["S" if view.me == 0 else "T"]
     if view.turn == 1:
-        near = sorted(
-            (p for p in view.pillars if p not in view.own),
-            key=lambda p: (min(abs(p[0] - a[0]) + abs(p[1] - a[1]) for a in mine), p[1], p[0]),
-        )
-        return _answer({}, near[: view.max_probe], [], exploration_path(view))
+        return _answer({}, first_probes(view, view.me), [], exploration_path(view))
+    if not view.anchors["S"] or not view.anchors["T"]:  # a broken walk left the map unseen
+        return _answer({}, [], [], exploration_path(view))
     goal = meeting_cell(view)
     if goal is None:  # nothing to build: S and T already touch
         return _answer({}, [], [], [view.position])
     to_fill, touched = half_route(view, goal)
-    last_turn = view.turn >= view.turns
-    cmds = _fill_commands(to_fill, view.block, view.max_fills) if not touched or last_turn else []
-    probes = [] if not touched or last_turn else touched[: view.max_probe]
+    own_safe = not touched and safe_to_fill(view, to_fill)
+    cells = to_fill if own_safe else []
+    probes = touched[: view.max_probe]
+    # spare probes go to the partner's half, from the meeting cell's end (the partner probes
+    # from its anchor's end)
+    theirs, their_touched = half_route(view, goal, 1 - view.me)
+    probes += [p for p in their_touched[::-1] if p not in probes][: view.max_probe - len(probes)]
+    if view.turn >= view.turns:  # what the partner probes now reaches me too late: I build
+        if not their_touched and safe_to_fill(view, theirs):  # its half where I know it safe
+            cells += [c for c in theirs if c not in cells]
+        if not (own_safe and cells):  # or a whole route I know safe, if there is one
+            cells += [c for c in safe_route(view) if c not in cells]
+    cmds = _fill_commands(cells, view.block, view.max_fills)
     facts = [
         {"x": x, "z": z, "type": t, "source": "self_probe"}
         for (x, z), t in sorted(view.own.items(), key=lambda item: (item[0][1], item[0][0]))

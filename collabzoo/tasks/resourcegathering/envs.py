@@ -17,6 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, ClassVar
 
+from collabzoo.envs.prompt_form import CHAT_TEMPLATE_MODES, RawPrompt, joined, with_previous_answer
 from collabzoo.envs.records import ALL, load_records
 from collabzoo.envs.text_env import TextCollabEnv, TurnResult, check_choice, check_positive_int
 from collabzoo.tasks.resourcegathering import rewards as rules
@@ -25,6 +26,12 @@ DATA = Path(__file__).with_name("data") / "data.json"
 SPLIT_SCHEMES = {"comlrl": 7, "coti": 8}
 """How many maps (from the front) train on: CoMLRL's config and the README `[:7]`, CoTI's meta
 config `[:8]` (quirk: its first eval map is then trained on)."""
+SYSTEM_PROMPT = (
+    "You are one of two workers in a resource-gathering game. Answer with exactly one JSON "
+    "object and stop: no text, code fences or reasoning around it."
+)
+"""The system text before every prompt (the reference's says the same)."""
+PREVIOUS_ANSWER = "Your answer last turn:"
 ROLES = ("wood_worker", "stone_iron_worker")
 ROLE_TEXT = ("the wood worker", "the stone-and-iron worker")
 TOOL_TEXT = ("wood", "stone and iron")
@@ -144,6 +151,8 @@ def render_prompt(
         f'{{"comm": {{}}, "probe": [], "cmds": [], "path": [{list(pos)}]}}',
         'Its shape: {"comm": {"resource_facts": [{"x": 1, "z": 2, "type": "stone", "count": '
         '3}]}, "probe": [], "cmds": [[x, z], ...], "path": [[x, z], ...]}',
+        "",
+        "Feedback: none",
     ]
     return "\n".join(lines)
 
@@ -174,6 +183,13 @@ class ResourceGatheringEnv(TextCollabEnv[rules.GatherMap]):
         extraction_limit: targets that count per agent and turn (reference: 2; 0 reads as 1).
         extraction_range: Manhattan reach of an extraction (reference: 2).
         max_path_len: moves per turn that count (reference: 4).
+        original_prompt: True (default, as configured) puts the system text before every
+            prompt; False leaves it off the later turns' prompts, as the reference does.
+        previous_response: append the agent's last answer to its next prompt (reference
+            option, off in its config).
+        chat_template: "first_turn" (default: the reference trainer's quirk: the first prompt
+            goes through the model's chat template, later ones are raw system + user text,
+            returned as `RawPrompt`) or "every_turn".
         render_mode: "ansi" makes `render()` return a text picture of the map; "human" prints
             it at every reset and step; None (default) leaves rendering off.
     """
@@ -200,9 +216,15 @@ class ResourceGatheringEnv(TextCollabEnv[rules.GatherMap]):
         extraction_limit: int = rules.EXTRACTION_LIMIT,
         extraction_range: int = rules.EXTRACTION_RANGE,
         max_path_len: int = rules.MAX_PATH_LEN,
+        original_prompt: bool = True,
+        previous_response: bool = False,
+        chat_template: str = "first_turn",
         render_mode: str | None = None,
     ) -> None:
         super().__init__(split=split, memory=memory, horizon=horizon, render_mode=render_mode)
+        self.chat_template = check_choice("chat_template", chat_template, CHAT_TEMPLATE_MODES)
+        self.original_prompt = bool(original_prompt)
+        self.previous_response = bool(previous_response)
         self.split_scheme = check_choice("split_scheme", split_scheme, tuple(SPLIT_SCHEMES))
         if isinstance(shaping, str):
             self.scales = rules.SHAPINGS[check_choice("shaping", shaping, tuple(rules.SHAPINGS))]
@@ -263,7 +285,25 @@ class ResourceGatheringEnv(TextCollabEnv[rules.GatherMap]):
         )
 
     def _role_prompt(self, agent: str) -> str:
-        return self._prompt(agent)
+        """The first turn's prompt: the system text and the prompt (the reference's formatter
+        puts both through the chat template)."""
+        return joined(SYSTEM_PROMPT, self._prompt(agent))
+
+    def _next_prompt(self, agent: str, answer: str) -> str:
+        """A later turn's prompt, as the reference's external transition (empty_feedback)
+        writes it."""
+        prompt = self._prompt(agent)
+        if self.original_prompt:
+            prompt = joined(SYSTEM_PROMPT, prompt)
+        if self.previous_response:
+            prompt = with_previous_answer(prompt, answer, PREVIOUS_ANSWER)
+        return prompt
+
+    def _compose(self, agent: str) -> str:
+        text = super()._compose(agent)
+        if self.turn >= 1 and self.chat_template == "first_turn":
+            return RawPrompt(text)
+        return text
 
     # ----- a turn ---------------------------------------------------------------------------
     def _play_turn(self, answers: Mapping[str, str]) -> TurnResult:
@@ -283,7 +323,7 @@ class ResourceGatheringEnv(TextCollabEnv[rules.GatherMap]):
             parsed={
                 a: t.report() for a, t in zip(self.possible_agents, outcome.agents, strict=True)
             },
-            feedback={a: self._prompt(a) for a in self.possible_agents},
+            feedback={a: self._next_prompt(a, answers[a]) for a in self.possible_agents},
         )
 
     def step(self, actions: Mapping[str, str]) -> tuple[dict, dict, dict, dict, dict]:

@@ -1,0 +1,226 @@
+"""Extend the ResourceGathering conformance set with scripted and messy episodes, reference-scored.
+
+tests/test_resourcegathering.py replays `tests/data/resourcegathering_conformance.json` through
+collabzoo's rules and asserts every turn's reward (to the last bit), each term and logged count,
+the messages as sanitized, the paths, the extractions and the next state. The file's first
+episodes were made by running the reference's files unchanged outside this repository; this
+script adds episodes of three more kinds with the reference config (CoMLRL's MAAC config:
+progress 8, terminal 7, zone 0.05, useful messages 0.1, first entry 0.15; 2 extraction targets,
+view 2, range 2, paths of 4 moves, 4 turns), one per reference map, played through the
+reference's own `transition_payload`:
+
+- oracle: collabzoo's oracle team, its answers written from collabzoo's prompts;
+- naive: the naive team;
+- messy: the oracle's answers as LLMs garble them (seeded): fences, prose, Python literals
+  (no repair here: the whole action is empty), cut-off JSON, lost keys, float and string
+  coordinates, too many targets, long or broken paths, messages about unseen cells.
+
+Each episode runs until the reference says the game is over, then one more turn (the reference
+has no guard: that turn still moves, extracts and pays). The reference is loaded from
+`--reference`, a folder holding `resource_gathering/utils/resource_gathering.py` (pinned 27ee8a8)
+and `resource_gathering/envs/nn_env.py` (25a7971) of OpenMLRL/LLM_Collab_Minecraft, the wrapper
+importing the environment module beside it rather than a sibling NNGames checkout (the files are
+not in that repository's git history; they were read from a public code index).
+
+    python benchmarks/resourcegathering_conformance.py --reference DIR \\
+        --maps SHARED/resourcegathering [--output tests/data/resourcegathering_conformance.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import collabzoo
+from collabzoo.tasks.resourcegathering import teams
+
+KINDS = ("oracle", "naive", "messy")
+SEED = 20261207
+WRAPPER = "resource_gathering/utils/resource_gathering.py"
+REFERENCE_CONFIG = {
+    "path_slots": 4,
+    "comm_limit": 1,
+    "progress_reward_scale": 8.0,
+    "terminal_bonus": 7.0,
+    "move_cost_scale": 0.0,
+    "comm_cost_scale": 0.0,
+    "move_to_zone_bonus_scale": 0.05,
+    "useful_comm_bonus_scale": 0.1,
+    "first_enter_zone_bonus_scale": 0.15,
+}
+"""configs/comlrl/resource_gathering_maac_config.yaml as its trainer builds the reward config."""
+
+
+def load_reference(folder: Path) -> ModuleType:
+    path = folder / WRAPPER
+    if not path.is_file():
+        raise SystemExit(f"--reference: no {WRAPPER} under {folder}")
+    spec = importlib.util.spec_from_file_location("reference_resource_gathering", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def garble(answer: str, rng: random.Random) -> str:
+    """One of the ways an LLM spoils a good answer (or none)."""
+    obj = json.loads(answer)
+    kind = rng.randrange(12)
+    if kind == 0:
+        return f"```json\n{answer}\n```"
+    if kind == 1:
+        return f"I will gather now. {answer} Done."
+    if kind == 2:
+        return repr(obj)  # a Python literal: not JSON, the whole action is empty
+    if kind == 3:
+        return answer[: max(1, len(answer) - rng.randint(1, 10))]
+    if kind == 4:
+        obj.pop(rng.choice(sorted(obj)), None)
+        return json.dumps(obj)
+    if kind == 5:
+        obj["cmds"] = [[x + 0.7, str(z)] for x, z in obj.get("cmds", [])] + [[0, 0]]
+        return json.dumps(obj)
+    if kind == 6:
+        obj["cmds"] = [*obj.get("cmds", []), [99, 99], [0, 0], [1, 1]]
+        return json.dumps(obj)
+    if kind == 7:
+        path = obj.get("path") or []
+        if path:
+            x, z = path[-1]
+            obj["path"] = [*path, *[[x, z]] * 4]  # longer than 5 points: cut
+        return json.dumps(obj)
+    if kind == 8:
+        path = obj.get("path") or [[0, 0]]
+        obj["path"] = [path[0], [path[0][0] + 2, path[0][1]]]  # a jump: no move
+        return json.dumps(obj)
+    if kind == 9:
+        facts = [{"x": 0, "z": 0, "type": "iron", "count": 9}, {"x": 1, "z": 1, "type": "gold"}]
+        obj["comm"] = {"resource_facts": facts}
+        return json.dumps(obj)
+    if kind == 10:
+        return "no action this turn"
+    return answer
+
+
+def record_turn(ref: ModuleType, payload: dict, metrics: dict, decoded: list, names: list) -> dict:
+    nxt = ref.payload_to_state(payload)
+    return {
+        "reward": metrics["reward"],
+        "metrics": [metrics[k] for k in names],
+        "messages": [
+            [
+                [f["x"], f["z"], f["type"], f["count"]]
+                for f in (a.message_obj.get("resource_facts") or [])
+            ]
+            for a in decoded
+        ],
+        "paths": [[list(p) for p in a.path] for a in decoded],
+        "path_valid": [bool(a.path_valid) for a in decoded],
+        "harvested": [[list(c) for c in a.auto_harvest] for a in decoded],
+        "next": {
+            "turn": nxt.turn_index,
+            "positions": [list(p) for p in nxt.agent_positions],
+            "origins": [
+                [list(c) for c in sorted(o, key=lambda c: (c[1], c[0]))] for o in nxt.vision_origins
+            ],
+            "resources": {f"{x},{z}": list(v) for (x, z), v in nxt.resources.items()},
+            "collected": dict(nxt.collected),
+            "entered": list(nxt.entered_work_zones),
+            "completed": nxt.completed,
+            "terminated": nxt.terminated,
+        },
+    }
+
+
+def play(ref: ModuleType, task: Any, env: Any, kind: str, rng: random.Random, names: list) -> list:
+    policy = teams.resourcegathering_naive if kind == "naive" else teams.resourcegathering_oracle
+    observations, _ = env.reset(seed=0, options={"task": task.task_id})
+    state = ref.make_initial_state(task, num_agents=2, max_turns=4)
+    payload = ref.build_payload(
+        task=task,
+        state_before_turn=state,
+        num_agents=2,
+        view=2,
+        extraction_limit=2,
+        extraction_range=2,
+        max_path_len=4,
+        system_prompt="",
+        user_template_single="",
+        user_template_agent1="",
+        user_template_agent2="",
+        reward_config=REFERENCE_CONFIG,
+    )
+    turns: list[dict] = []
+    while True:
+        over = ref.payload_to_state(payload).terminated
+        if env.agents:
+            answers = [policy(observations[a]) for a in env.possible_agents]
+            if kind == "messy":
+                answers = [garble(a, rng) for a in answers]
+        else:
+            answers = turns[-1]["answers"]
+        payload, metrics, decoded = ref.transition_payload(
+            payload=payload, agent_completions=answers, num_agents=2
+        )
+        turn = {"answers": answers, **record_turn(ref, payload, metrics, decoded, names)}
+        turns.append(turn)
+        if over:
+            return turns
+        if env.agents:
+            observations, *_ = env.step(dict(zip(env.possible_agents, answers, strict=True)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reference", type=Path, required=True)
+    parser.add_argument(
+        "--maps", type=Path, required=True, help="the reference's map file's folder"
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=Path(__file__).resolve().parents[1]
+        / "tests/data/resourcegathering_conformance.json",
+    )
+    args = parser.parse_args()
+    ref = load_reference(args.reference)
+    document = json.loads(args.output.read_text(encoding="utf-8"))
+    kept = [e for e in document["episodes"] if e.get("kind") not in KINDS]
+    rng = random.Random(SEED)
+    env = collabzoo.make("resourcegathering", split="all")
+    added = []
+    for index, spec in enumerate(ref.load_tasks_from_json(str(args.maps / "data.json"))):
+        item = ref.task_to_item(spec)
+        item["max_turns"] = 4
+        task = ref.task_from_item(item)
+        for kind in KINDS:
+            added.append(
+                {
+                    "task_index": index,
+                    "task_id": task.task_id,
+                    "config": "reference",
+                    "extraction_limit": 2,
+                    "kind": kind,
+                    "turns": play(ref, task, env, kind, rng, document["metric_names"]),
+                }
+            )
+    document["episodes"] = kept + added
+    document["provenance"]["scripted"] = (
+        f"episodes of kinds {', '.join(KINDS)}: benchmarks/resourcegathering_conformance.py "
+        f"(seed {SEED}), transition_payload of {WRAPPER}@27ee8a8 with the reference config, "
+        "until the reference's game is over, then one more turn"
+    )
+    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+    args.output.write_text(text + "\n", encoding="utf-8")
+    print(f"{len(kept)} episodes kept, {len(added)} added: {args.output}")
+
+
+if __name__ == "__main__":
+    main()
