@@ -3,10 +3,12 @@ sandbox, the env (prompts, feedback, rejected parts, splits), the hub loader aga
 `datasets` cache, and bad data.
 
 The conformance cases (tests/data/classeval_conformance.json) were scored by the reference
-(OpenMLRL/LLM_Collab_Code_Completion) in a container of the sandbox's base image; see
-benchmarks/classeval_conformance.py. Every case is replayed here: its answers (an oracle answer
-is named, rebuilt and checked against the stored hash), our merged program against the
-reference's by hash, the three levels, the test counts and the reward within 1e-6.
+(OpenMLRL/LLM_Collab_Code_Completion) in a container of ClassEval's sandbox image (the
+sandbox's Python with the pinned packages its tasks import); see
+benchmarks/classeval_conformance.py. Every case is replayed here, in a pool of that image: its
+answers (an oracle answer is named, rebuilt and checked against the stored hash), our merged
+program against the reference's by hash, the three levels, the test counts and the reward
+within 1e-6.
 """
 
 from __future__ import annotations
@@ -24,37 +26,47 @@ import pytest
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 import collabzoo
+from collabzoo.sandbox import docker_available, get_sandbox
+from collabzoo.sandbox.probe import isolation_proven
+from collabzoo.sandbox.process import lacking_packages
 from collabzoo.tasks.classeval import rewards as rules
 from collabzoo.tasks.classeval.rewards import harness, reading
 from collabzoo.tasks.classeval.teams import env_oracle, naive, oracle_answers
-from tests.conftest import REPOSITORY, benchmark_module, require, skip_or_fail
+from tests.conftest import REPOSITORY, benchmark_module, require, require_docker, skip_or_fail
 
 CONFORMANCE = REPOSITORY / "tests" / "data" / "classeval_conformance.json"
 TOLERANCE = 1e-6
 
+DECORATED = "decorated stubs: the merge leaves each @staticmethod stub below the agent's method"
 REFERENCE_FAILS = {
     3: "a decorated stub (@staticmethod) overrides the merged method",
     5: "the skeleton opens a docstring it never closes: no method to write, 15 tests fail",
-    9: "decorated stubs",
-    11: "decorated stubs",
-    18: "decorated stubs",
+    9: DECORATED,
+    11: DECORATED,
+    18: DECORATED,
     22: "the skeleton does not parse: no method to write, the program never compiles",
-    23: "decorated stubs",
-    24: "decorated stubs",
+    23: DECORATED,
+    24: DECORATED,
     25: "the tests call set_cookies, which the skeleton lacks",
-    31: "decorated stubs",
-    39: "decorated stubs",
-    46: "decorated stubs",
+    31: DECORATED,
+    39: DECORATED,
+    44: DECORATED,
+    45: "the skeleton imports Image and ImageEnhance, not the ImageChops the solution uses",
+    46: DECORATED,
+    48: DECORATED,
     49: "the tests need matches_requirements, which the skeleton lacks",
-    64: "decorated stubs",
-    66: "decorated stubs",
-    80: "decorated stubs",
-    81: "decorated stubs",
+    51: DECORATED,
+    52: "nltk: the skeleton downloads its corpora at import, and no sandbox reaches the network",
+    64: DECORATED,
+    66: DECORATED,
+    80: DECORATED,
+    81: DECORATED,
     91: "a decorated stub (fix_path)",
     92: "the skeleton lacks `import sqlite3`",
+    93: DECORATED,
 }
 """The tasks whose canonical solution, split by the reference's rule, does not reach 6.0 in the
-reference itself (and so not here), and why."""
+reference itself (run in the same image), and why."""
 THIRD_PARTY = {
     28: "pandas",
     30: "numpy",
@@ -70,15 +82,27 @@ THIRD_PARTY = {
     69: "PyPDF2, reportlab",
     93: "numpy, gensim",
 }
-"""Tasks whose skeleton imports a module the sandbox image does not have: the import fails, no
-test runs, level 1 stays 2.0."""
+"""Tasks whose code imports third-party modules: ClassEval's sandbox image holds all of them but
+nltk (`harness.SANDBOX_PACKAGES`)."""
+NOT_IN_IMAGE = {52: "nltk"}
+CLASSEVAL_METRIC_QUIRKS = {
+    69: (
+        0.0,
+        0.5,
+        "the data's methods_info maps merge_pdfs to TestPDFHandler, a base class without "
+        "tests, which its test classes list too; ClassEval's own evaluation counts a class "
+        "that runs no test as an error",
+    ),
+}
+"""Passing tasks that ClassEval's own metrics can never count as passed: (class_pass,
+method_pass, why)."""
 MACHINE_DEPENDENT = {
     0: "compares with today's date",
     17: "expects events of 2024 to be upcoming",
     20: "compares with today's date",
+    35: "test_solve_3 runs for about 26 s of CPU against its 40 s alarm",
     36: "compares with today's date",
     58: "unseeded randomness",
-    **THIRD_PARTY,
 }
 """Tasks whose tests depend on the machine, not on the answer."""
 
@@ -108,6 +132,20 @@ def conformance(data_path: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def classeval_sandbox(request: pytest.FixtureRequest):
+    """ClassEval's sandbox: a Docker pool of the image holding the packages its tasks import
+    (built on first use; .ci/run builds it beforehand), else, outside CI only, the process
+    backend (which warns about the packages this interpreter lacks)."""
+    if os.environ.get("CI") == "true" or docker_available()[0]:
+        require_docker()
+        kind = "docker"
+    else:
+        kind = "process"
+    with get_sandbox(kind, size=2, packages=harness.SANDBOX_PACKAGES) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
 def built(
     conformance: dict[str, Any], rows: list[dict[str, Any]], tasks: list[rules.ClassTask]
 ) -> list[rules.Build]:
@@ -123,7 +161,7 @@ def built(
 
 @pytest.fixture(scope="module")
 def replayed(
-    conformance: dict[str, Any], built: list[rules.Build], code_sandbox
+    conformance: dict[str, Any], built: list[rules.Build], classeval_sandbox
 ) -> list[tuple[dict[str, Any], rules.Build, harness.TestRun]]:
     """Every case run in the sandbox (one `run_many` per test timeout)."""
     cases, builds = conformance["cases"], built
@@ -132,7 +170,9 @@ def replayed(
     for index, case in enumerate(cases):
         by_timeout.setdefault(case.get("test_timeout", rules.TEST_TIMEOUT), []).append(index)
     for timeout, indices in by_timeout.items():
-        ran = rules.run_builds([builds[i] for i in indices], code_sandbox, test_timeout=timeout)
+        ran = rules.run_builds(
+            [builds[i] for i in indices], classeval_sandbox, test_timeout=timeout
+        )
         for index, run in zip(indices, ran, strict=True):
             runs[index] = run
     return [(c, b, r) for c, b, r in zip(cases, builds, runs, strict=True) if r is not None]
@@ -153,6 +193,7 @@ def test_the_conformance_set_covers_what_the_issue_asks(conformance: dict[str, A
     assert kinds["oracle"] == 100
 
 
+@pytest.mark.slow(seconds=40)  # builds every case (the merge and autopep8), used by the rest
 def test_merge_and_static_levels_equal_the_references(
     conformance: dict[str, Any], built: list[rules.Build]
 ) -> None:
@@ -187,6 +228,7 @@ def _facts(lines: list[str]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow(seconds=80)  # runs the 365 cases' programs in the sandbox, used by the rest
 def test_rewards_and_test_counts_equal_the_references_in_the_sandbox(
     replayed: list[tuple[dict[str, Any], rules.Build, harness.TestRun]],
 ) -> None:
@@ -231,35 +273,43 @@ def test_timed_out_tests_leave_the_denominator(
 
 # ----- the 100 canonical classes ------------------------------------------------------------------
 def test_the_100_canonical_classes_pass_except_where_the_reference_fails(
-    replayed: list[tuple[dict[str, Any], rules.Build, harness.TestRun]],
+    replayed: list[tuple[dict[str, Any], rules.Build, harness.TestRun]], classeval_sandbox
 ) -> None:
-    oracle = [(c, b, r) for c, b, r in replayed if c["kind"] == "oracle"]
+    """Every canonical solution, split by the reference's rule, in ClassEval's sandbox: 6.0
+    except where the reference itself (in the same image) scores less, each named above with
+    its reason, and the tasks whose tests depend on the machine."""
+    lacking = (
+        lacking_packages(harness.SANDBOX_PACKAGES) if classeval_sandbox.kind == "process" else []
+    )
+    if lacking:
+        pytest.skip(f"the process sandbox's interpreter lacks {lacking}: start Docker to run this")
+    oracle = {c["task"]: (c, b, r) for c, b, r in replayed if c["kind"] == "oracle"}
     assert len(oracle) == 100
     below = {}
-    for case, b, run in oracle:
+    for task, (case, b, run) in oracle.items():
         out = rules.breakdown(b, run)
         if out.total < rules.MAX_SCORE - TOLERANCE:
-            below[case["task"]] = out
-        if case["task"] not in MACHINE_DEPENDENT:
-            assert abs(out.total - case["reference"]["total"]) <= TOLERANCE, case["task"]
+            below[task] = out
+        if task not in MACHINE_DEPENDENT:
+            assert not case.get("machine_dependent"), task
+            assert abs(out.total - case["reference"]["total"]) <= TOLERANCE, task
     assert set(below) - set(MACHINE_DEPENDENT) == set(REFERENCE_FAILS)
     for task in REFERENCE_FAILS:
-        assert case_reference(oracle, task) < rules.MAX_SCORE - TOLERANCE
-    for task in THIRD_PARTY:  # the import fails in the image: level 1 only
+        assert oracle[task][0]["reference"]["total"] < rules.MAX_SCORE - TOLERANCE, task
+    for task in set(THIRD_PARTY) - set(NOT_IN_IMAGE):  # every import works in the image
+        run = oracle[task][2]
+        assert run.status == "ran" and run.tests_run > 0, (task, run.status, run.error)
+    for task, module in NOT_IN_IMAGE.items():
+        run = oracle[task][2]
+        assert run.status == "import_error" and module in run.error, (task, run.error)
         assert below[task].components["level1_syntax"] == pytest.approx(2.0)
-        assert below[task].metrics["tests_run"] == 0
-    passing = [c for c, b, r in oracle if c["task"] not in below]
-    assert len(passing) >= 66
-    assert all(
-        rules.breakdown(b, r).metrics["class_pass"] == 1.0
-        and rules.breakdown(b, r).metrics["method_pass"] == 1.0
-        for c, b, r in oracle
-        if c["task"] not in below
-    )
-
-
-def case_reference(oracle: list, task: int) -> float:
-    return next(c["reference"]["total"] for c, _, _ in oracle if c["task"] == task)
+    passing = [task for task in oracle if task not in below]
+    assert len(passing) >= 70
+    assert set(THIRD_PARTY) - set(REFERENCE_FAILS) <= set(passing)
+    for task in passing:
+        metrics = rules.breakdown(*oracle[task][1:]).metrics
+        class_pass, method_pass, _ = CLASSEVAL_METRIC_QUIRKS.get(task, (1.0, 1.0, ""))
+        assert (metrics["class_pass"], metrics["method_pass"]) == (class_pass, method_pass), task
 
 
 # ----- the rules on their own ---------------------------------------------------------------------
@@ -303,6 +353,41 @@ def test_a_decorated_stub_keeps_overriding_the_agents_method() -> None:
     body = [n.name for n in tree.body[0].body]
     assert body == ["f", "f", "g"], b.merged  # the agent's f, then the stub that overrides it
     assert "@staticmethod" not in b.merged.split("def f")[0].split("class K:")[1]
+
+
+def test_the_packages_image_keeps_the_sandboxs_hardening(classeval_sandbox) -> None:
+    """The layer holding ClassEval's packages changes nothing the isolation probe checks: the
+    root stays read-only (a program cannot plant a module beside numpy) and programs run as
+    nobody, with the pinned versions importable."""
+    if classeval_sandbox.kind != "docker":
+        pytest.skip("the packages image is Docker's; start Docker to check it")
+    proven, summary = isolation_proven(classeval_sandbox)
+    assert proven, summary
+    program = (
+        "import os\n"
+        "def f():\n"
+        "    import numpy, pandas, gensim, netifaces, PyPDF2\n"
+        "    folder = os.path.dirname(numpy.__file__)\n"
+        "    try:\n"
+        "        with open(os.path.join(folder, 'planted.py'), 'w') as handle:\n"
+        "            handle.write('x = 1')\n"
+        "        wrote = True\n"
+        "    except OSError:\n"
+        "        wrote = False\n"
+        "    return [wrote, os.getuid(), folder, numpy.__version__, PyPDF2.__version__]\n"
+    )
+    pins = dict(p.split("==") for p in harness.SANDBOX_PACKAGES)
+    result = classeval_sandbox.run(
+        program,
+        [
+            "assert candidate()[:2] == [False, 65534]",
+            "assert candidate()[2].startswith('/opt/collabzoo/site/')",
+            f"assert candidate()[3:] == [{pins['numpy']!r}, {pins['PyPDF2']!r}]",
+        ],
+        60.0,
+        entry_point="f",
+    )
+    assert result.passed == (True, True, True), result
 
 
 def test_the_harness_counts_what_the_reference_counts(code_sandbox) -> None:

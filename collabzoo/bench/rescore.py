@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collabzoo.bench.results import read_results
-from collabzoo.bench.runner import agent_info, turn_scores
-from collabzoo.envs import make
-from collabzoo.sandbox import default_sandbox
+from collabzoo.bench.runner import agent_info, task_sandbox, turn_scores
+from collabzoo.envs import make, resolve
 
 
 @dataclass(frozen=True)
@@ -60,15 +59,16 @@ def same_value(a: Any, b: Any) -> bool:
 
 
 def rescore(
-    path: str | os.PathLike[str], *, sandbox_factory: Callable[[], Any] | None = None
+    path: str | os.PathLike[str], *, sandbox_factory: Callable[..., Any] | None = None
 ) -> Rescored:
     """Replay every episode of a results file; see the module docstring. `sandbox_factory`
-    makes the sandbox for runs that ran code (default: the process-wide sandbox)."""
+    makes the sandbox for runs that ran code (default: the process-wide sandbox; see
+    `task_sandbox`)."""
     document = read_results(path)
     env_record = document["env"]
     kwargs = dict(env_record["kwargs"])
     if document.get("sandbox") is not None:
-        kwargs["sandbox"] = (sandbox_factory or default_sandbox)()
+        kwargs["sandbox"] = task_sandbox(resolve(env_record["id"]).short_name, sandbox_factory)
     env = make(env_record["id"], **kwargs)
     first = env_record["agents"][0]
     report = Rescored(str(path))

@@ -280,13 +280,24 @@ def _running_means(results: ResultsFile, shown: list[str]) -> dict[str, float]:
     return {k: math.fsum(v) / len(v) if v else math.nan for k, v in sums.items()}
 
 
+def task_sandbox(short_name: str, factory: Callable[..., Any] | None = None) -> Any:
+    """The sandbox for a task's code: `factory()` (default: the process-wide sandbox), or,
+    for a task whose declaration names third-party packages, `factory(packages)`, whose image
+    must hold them (ClassEval's tests import numpy, pandas, ...)."""
+    spec = declared(short_name)
+    packages = spec.packages() if spec is not None else ()
+    if factory is None:
+        return default_sandbox(packages)
+    return factory(packages) if packages else factory()
+
+
 def run_bench(
     run: BenchRun,
     output: str | os.PathLike[str],
     *,
     resume: bool = False,
     overwrite: bool = False,
-    sandbox_factory: Callable[[], Any] | None = None,
+    sandbox_factory: Callable[..., Any] | None = None,
     progress: bool = True,
     command: list[str] | None = None,
 ) -> RunOutcome:
@@ -294,7 +305,8 @@ def run_bench(
 
     `sandbox_factory` makes the sandbox for envs that run code (the caller's, so runs share
     one; default: the process-wide sandbox); it is called only once the run is sure to go
-    ahead.
+    ahead, with the task's pinned packages where its declaration names some (see
+    `task_sandbox`).
     Raises BenchError / NotApplicable before anything runs, Interrupted on Ctrl-C and
     RunFailed when an episode fails; in the last two cases the finished episodes are saved."""
     try:
@@ -349,7 +361,7 @@ def run_bench(
     spare = [probe]
     if sandbox is None and _accepts(env_class, "sandbox"):
         # made only now that the run will go ahead; every worker's env shares it
-        sandbox = (sandbox_factory or default_sandbox)()
+        sandbox = task_sandbox(short, sandbox_factory)
         made_with["sandbox"] = sandbox
         spare = []
     columns = task_columns(short, entry.name)

@@ -210,18 +210,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
         episodes_at_once=args.episodes_at_once,
     )
 
-    sandboxes: list[Any] = []
+    sandboxes: dict[tuple[str, ...], Any] = {}
 
-    def sandbox_factory() -> Any:
-        if not sandboxes:
+    def sandbox_factory(packages: tuple[str, ...] = ()) -> Any:
+        """One sandbox per package set (a task whose code imports numpy gets the image that
+        holds it), shared by every run that needs the same."""
+        if packages not in sandboxes:
             from collabzoo.sandbox import get_sandbox
 
-            limits = {"size": args.sandbox_workers} if args.sandbox_workers else {}
+            limits: dict[str, Any] = {"size": args.sandbox_workers} if args.sandbox_workers else {}
+            if packages:
+                limits["packages"] = packages
             try:
-                sandboxes.append(get_sandbox(args.sandbox, **limits))
+                sandboxes[packages] = get_sandbox(args.sandbox, **limits)
             except Exception as error:
                 raise UsageError(f"cannot start the {args.sandbox} sandbox: {error}") from None
-        return sandboxes[0]
+        return sandboxes[packages]
 
     outcomes: list[RunOutcome] = []
     skipped: list[str] = []
@@ -297,7 +301,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
-        for sandbox in sandboxes:
+        for sandbox in sandboxes.values():
             sandbox.close()
     if not outcomes:
         raise UsageError(

@@ -21,11 +21,15 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             raise UsageError(f"no Docker daemon answers ({why}); start Docker and retry")
         import docker
 
+        packages = _task_packages(args.task)
         try:
-            tag = ensure_image(docker.from_env(), base=args.base, rebuild=args.rebuild)
-        except (RuntimeError, docker.errors.DockerException) as error:
+            tag = ensure_image(
+                docker.from_env(), base=args.base, rebuild=args.rebuild, packages=packages
+            )
+        except (RuntimeError, ValueError, docker.errors.DockerException) as error:
             raise UsageError(str(error)) from None
-        print(f"sandbox image ready: {tag}")
+        held = f" (with {len(packages)} packages for {', '.join(args.task)})" if packages else ""
+        print(f"sandbox image ready: {tag}{held}")
         return 0
     if args.ray:
         return _check_ray_sandbox(args)
@@ -66,6 +70,25 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return 0 if healthy else 1
 
 
+def _task_packages(names: list[str] | None) -> tuple[str, ...]:
+    """The pinned packages the named tasks' declarations ask their sandbox for."""
+    from collabzoo.envs import declared, resolve
+
+    packages: set[str] = set()
+    for name in names or ():
+        try:
+            spec = declared(resolve(name).short_name)
+        except (ValueError, TypeError) as error:
+            raise UsageError(f"--task {name}: {error}") from None
+        if spec is None or not spec.packages():
+            raise UsageError(
+                f"--task {name}: this task's code needs no third-party packages (the plain "
+                "image runs it: `collabzoo sandbox build`)"
+            )
+        packages.update(spec.packages())
+    return tuple(sorted(packages))
+
+
 def _check_ray_sandbox(args: argparse.Namespace) -> int:
     """`sandbox check --ray`: the cluster's nodes, and on each the trivial program and the
     isolation probe of its own Docker pool."""
@@ -103,6 +126,14 @@ def add_commands(commands: Any) -> None:
         help="base image for build (default: python:3.11-slim, else the offline debootstrap base)",
     )
     sandbox.add_argument("--rebuild", action="store_true", help="build even if present")
+    sandbox.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        metavar="ENV",
+        help="build: the image that also holds the third-party packages this task's code "
+        "imports (e.g. classeval: numpy, pandas, ...); repeat for several",
+    )
     sandbox.add_argument(
         "--ray",
         action="store_true",

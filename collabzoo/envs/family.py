@@ -153,6 +153,14 @@ class TaskSpec:
     picture: str | Callable[[Any], str] | None = None
     """A function of the env that draws its current state as an SVG document: the env card
     draws its example episode with it, turn by turn."""
+    sandbox_packages: str | tuple[str, ...] = ()
+    """Third-party packages, pinned "name==version", that the task's code imports: the sandbox
+    that runs it is made from an image holding them. A tuple, or a "module:attribute" path to
+    one (so a declaration stays light)."""
+
+    def packages(self) -> tuple[str, ...]:
+        """The pinned packages the task's sandbox needs (`sandbox_packages`, loaded)."""
+        return tuple(load(self.sandbox_packages))
 
     @property
     def short_name(self) -> str:

@@ -15,6 +15,7 @@ import atexit
 import sys
 import threading
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 from collabzoo.sandbox.pool import Sandbox
@@ -73,19 +74,20 @@ def get_sandbox(kind: str = "auto", **limits: Any) -> Sandbox:
     return ProcessSandbox(**limits)
 
 
-_default: Sandbox | None = None
+_defaults: dict[tuple[str, ...], Sandbox] = {}
 _default_lock = threading.Lock()
 
 
-def default_sandbox() -> Sandbox:
-    """One process-wide sandbox (kind "auto"), made on first use and closed at exit; every env
-    that is not given its own shares it."""
-    global _default
+def default_sandbox(packages: Sequence[str] = ()) -> Sandbox:
+    """One process-wide sandbox (kind "auto") per package set, made on first use and closed at
+    exit; every env that is not given its own shares the one its task's packages name."""
+    key = tuple(sorted(set(packages)))
     with _default_lock:
-        if _default is None:
-            _default = get_sandbox("auto")
-            atexit.register(_default.close)
-        return _default
+        if key not in _defaults:
+            sandbox = get_sandbox("auto", packages=key) if key else get_sandbox("auto")
+            atexit.register(sandbox.close)
+            _defaults[key] = sandbox
+        return _defaults[key]
 
 
 __all__ = [

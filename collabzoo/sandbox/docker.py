@@ -15,7 +15,7 @@ import struct
 import time
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from collabzoo.sandbox.image import ensure_image
@@ -187,7 +187,8 @@ def check_isolation(info: dict[str, Any]) -> None:
 
 class DockerSandbox(PooledSandbox):
     """A pool of hardened containers. Limits are options with safe defaults; `runtime="runsc"`
-    runs them under gVisor, a second wall between the program and the host's kernel."""
+    runs them under gVisor, a second wall between the program and the host's kernel;
+    `packages` (pinned "name==version") picks the image that also holds them."""
 
     kind = "docker"
 
@@ -196,6 +197,7 @@ class DockerSandbox(PooledSandbox):
         size: int | None = None,
         *,
         image: str | None = None,
+        packages: Sequence[str] = (),
         memory_mb: int = 512,
         pids: int = 128,
         cpus: float = 1.0,
@@ -221,7 +223,7 @@ class DockerSandbox(PooledSandbox):
                 )
         self.runtime = runtime
         self.pool_id = uuid.uuid4().hex
-        self.image = image or ensure_image(self.client)
+        self.image = image or ensure_image(self.client, packages=packages)
         _retry(lambda: remove_stale_containers(self.client), "remove stale containers")
         self.options = {
             "command": ["python3", "-u", "/opt/collabzoo/executor.py", "container"],

@@ -10,6 +10,7 @@ machine if they misbehaved must not be run here.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import select
 import shutil
@@ -17,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
+from collections.abc import Sequence
 
 from collabzoo.sandbox.image import EXECUTOR
 from collabzoo.sandbox.pool import LineBuffer, PooledSandbox, Worker, WorkerBroken
@@ -70,6 +73,21 @@ class ProcessWorker(Worker):
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+def lacking_packages(packages: Sequence[str]) -> list[str]:
+    """The pinned "name==version" packages this interpreter does not have at that version."""
+    lacking = []
+    for pin in packages:
+        name, _, version = pin.partition("==")
+        try:
+            found = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            lacking.append(pin)
+            continue
+        if version and found != version:
+            lacking.append(f"{pin} (it has {found})")
+    return lacking
+
+
 class ProcessSandbox(PooledSandbox):
     """Executors as local processes (see the module docstring for what is and is not isolated)."""
 
@@ -79,9 +97,18 @@ class ProcessSandbox(PooledSandbox):
         self,
         size: int | None = None,
         *,
+        packages: Sequence[str] = (),
         memory_mb: int = 1024,
         max_file_mb: int = 16,
     ) -> None:
+        lacking = lacking_packages(packages)
+        if lacking:
+            message = (
+                "collabzoo: the process sandbox runs code with this interpreter's packages, and "
+                f"it lacks {', '.join(lacking)} (pip install them, or use Docker, whose image "
+                "is built with them): code importing them will fail"
+            )
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
         limits = {
             "RLIMIT_AS": memory_mb << 20,
             "RLIMIT_FSIZE": max_file_mb << 20,

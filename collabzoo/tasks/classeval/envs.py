@@ -72,8 +72,9 @@ class ClassEvalEnv(TextCollabEnv[rules.ClassTask]):
         feedback: "code_feedback" (reference: diagnostics of the joint program) or "plain".
         horizon: turns per episode (reference: 2).
         sandbox: where tests run (an object with `run_many`, e.g.
-            `collabzoo.sandbox.get_sandbox("process")`); default:
-            `collabzoo.sandbox.default_sandbox()`, made when a test first has to run.
+            `collabzoo.sandbox.get_sandbox("process")`); default: the shared
+            `collabzoo.sandbox.default_sandbox(SANDBOX_PACKAGES)`, whose image holds the
+            modules ClassEval imports (numpy, pandas, ...), made when a test first has to run.
         test_timeout: seconds per test (reference: 40); the whole run gets
             test_timeout x max_timeouts + 5.
         max_timeouts: timed-out tests after which the run stops, the rest uncounted (3).

@@ -25,6 +25,7 @@ FAMILY = TaskFamily(
             teams={"naive": f"{TEAMS}:naive"},
             env_teams={"oracle": f"{TEAMS}:env_oracle"},
             reference_solutions=True,
+            sandbox_packages="collabzoo.tasks.classeval.rewards.harness:SANDBOX_PACKAGES",
         ),
     ),
 )

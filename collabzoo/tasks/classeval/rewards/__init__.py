@@ -382,7 +382,9 @@ def run_builds(
             )
         owners[key].append(index)
     if jobs:
-        results = (sandbox if sandbox is not None else default_sandbox()).run_many(jobs)
+        if sandbox is None:
+            sandbox = default_sandbox(harness.SANDBOX_PACKAGES)
+        results = sandbox.run_many(jobs)
         if len(results) != len(jobs):
             raise RuntimeError(f"the sandbox returned {len(results)} results for {len(jobs)} jobs")
         for (key, indices), result in zip(owners.items(), results, strict=True):
@@ -404,7 +406,7 @@ def evaluate_batch(
     cache: ResultCache | None = None,
 ) -> list[ClassEvalOutcome]:
     """Score (task, answer of agent 0, answer of agent 1) triples, every test run in one
-    `sandbox.run_many` call (`None`: `collabzoo.sandbox.default_sandbox()`, made only when
+    `sandbox.run_many` call (`None`: the ClassEval default sandbox, made only when
     some program compiles)."""
     builds = [build(t, a0, a1, use_autopep8=use_autopep8) for t, a0, a1 in pairs]
     runs = run_builds(

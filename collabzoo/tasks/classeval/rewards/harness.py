@@ -37,6 +37,37 @@ MARKER = "CLASSEVAL-REPORT "
 FAILING_IDS_KEPT = 5
 """The report carries the first ids of the tests that did not pass (the feedback shows 5)."""
 _ID_CHARS = 200
+SANDBOX_PACKAGES = (
+    "numpy==1.26.4",
+    "pandas==2.2.3",
+    "python-dateutil==2.9.0.post0",
+    "pytz==2024.2",
+    "tzdata==2024.2",
+    "six==1.16.0",
+    "openpyxl==3.1.5",
+    "et-xmlfile==2.0.0",
+    "PyPDF2==2.12.1",
+    "python-docx==1.1.2",
+    "lxml==5.3.0",
+    "typing-extensions==4.12.2",
+    "gensim==4.3.3",
+    "scipy==1.13.1",
+    "smart-open==7.0.5",
+    "wrapt==1.16.0",
+    "beautifulsoup4==4.12.3",
+    "soupsieve==2.6",
+    "pillow==10.4.0",
+    "reportlab==4.2.5",
+    "chardet==5.2.0",
+    "netifaces-plus==0.12.4",
+)
+"""What ClassEval's skeletons, solutions and tests import beyond the standard library (numpy,
+pandas, openpyxl, PyPDF2, python-docx, gensim, bs4 with lxml, Pillow, reportlab, netifaces),
+with their dependencies, pinned: the sandbox image a ClassEval run uses holds exactly these.
+PyPDF2 stays at 2.x: task 69's solution calls `PdfFileReader`, which 3.0 removed. netifaces-plus
+is the maintained fork that installs the `netifaces` module as a wheel for Python 3.11. nltk is
+left out: task 52 fetches its corpora with `nltk.download` at import, from a host no sandbox
+(and no offline build) reaches, so its tests fail with or without the module."""
 
 HARNESS = r'''
 import contextlib, io, json, os, signal, sys, unittest
