@@ -209,3 +209,16 @@ def test_the_command_line_names_the_aliases_among_the_learners(tmp_path, capsys)
     command = ["train", "maa", "--env", "tinycoop", "--model", "tiny", "--output", str(tmp_path)]
     assert main(command) == 2
     assert "maac, magrpo, mareinforce, maremax, marloo" in capsys.readouterr().err
+
+
+def test_set_reads_the_old_boolean_and_the_new_names() -> None:
+    """`--set advantage_normalization=true` is still the boolean (so it keeps its meaning);
+    `zscore`, `std` and `none` are the names."""
+    from collabzoo.cli.config_values import config_settings
+
+    def read(value: str):
+        pairs = [f"advantage_normalization={value}"]
+        return config_settings(MARLOOConfig, pairs, "x=1")["advantage_normalization"]
+
+    assert read("true") is True and read("false") is False
+    assert [read(v) for v in ("zscore", "std", "none")] == ["zscore", "std", "none"]

@@ -109,7 +109,7 @@ def group_advantages(
 ) -> list[float]:
     """Advantages of K sibling samples from their returns G (see the module docstring).
 
-    `normalize` is one of NORMALIZATIONS; the booleans of collabzoo before 0.3 keep their
+    `normalize` is one of NORMALIZATIONS; the booleans of earlier versions keep their
     meaning: False is "none", True is "std" (for the mean baseline the same as "zscore")."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
