@@ -386,8 +386,8 @@ def low_mean_groups(
     rewards: Sequence[float], keys: Sequence[Hashable], fraction: float
 ) -> set[Hashable]:
     """The groups to drop before an update: the int(fraction * groups) groups with the lowest
-    mean reward (ties broken by first appearance); PettingLLMs' filter_method "mean" at its
-    shipped filter_ratio 0.5."""
+    mean reward (ties broken by first appearance); PettingLLMs' filter_method "mean" (its
+    shipped filter_ratio is 0.5), which it applies to each model's batch."""
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"fraction must be in [0, 1), got {fraction!r}")
     sums: dict[Hashable, list[float]] = {}

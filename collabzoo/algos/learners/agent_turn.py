@@ -87,8 +87,8 @@ class AgentTurnConfig(LearnerConfig):
     """Optimizer steps per update per policy, on shuffled mini-batches of its samples (the
     reference's 32 problems per step in mini-batches of 16 take two)."""
     filter_low_mean_groups: float = 0.0
-    """Drop this fraction of the update's groups, those of lowest mean reward, before it
-    (0.5 matches every shipped PettingLLMs config)."""
+    """Drop this fraction of each policy's groups, those of lowest mean reward, before the
+    update (0.5 matches every shipped PettingLLMs config)."""
     advantage_epsilon: float = AT_GRPO_EPSILON
     """Added to the unbiased group std that normalises advantages."""
 
@@ -199,10 +199,16 @@ class AgentTurnLearner(Learner):
                         )
                 node, turn = continued(node), turn + 1
         groups = len({s.key for s in samples})
-        dropped = low_mean_groups(
-            [s.reward for s in samples], [s.key for s in samples], self.args.filter_low_mean_groups
-        )
-        kept = [s for s in samples if s.key not in dropped]
+        dropped: set[tuple[str, Hashable]] = set()  # (policy, group): each policy's batch alone,
+        for policy in self.distinct:  # as the reference filters each model's batch
+            name = self.policy_name(policy)
+            mine = [s for s in samples if self.policies[s.agent] is policy]
+            found = low_mean_groups(
+                [s.reward for s in mine], [s.key for s in mine], self.args.filter_low_mean_groups
+            )
+            dropped |= {(name, key) for key in found}
+        owner = {agent: self.policy_name(p) for agent, p in self.policies.items()}
+        kept = [s for s in samples if (owner[s.agent], s.key) not in dropped]
         advantages = agent_turn_group_advantages(
             [s.reward for s in kept],
             [s.key for s in kept],
