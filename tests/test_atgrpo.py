@@ -26,8 +26,8 @@ from collabzoo.algos import (  # noqa: E402
 )
 from collabzoo.algos.objectives import (  # noqa: E402
     agent_turn_group_advantages,
-    dual_clip_token_mean_loss,
     low_mean_groups,
+    token_mean_clipped_loss,
 )
 from collabzoo.algos.rollout.beam import (  # noqa: E402
     BeamRollout,
@@ -79,12 +79,12 @@ def test_at_ratio_one_the_loss_is_minus_the_token_weighted_mean_advantage() -> N
     log_probs = torch.log(torch.rand(3, 4)) - 0.1
     mask = torch.tensor([[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 0, 0]], dtype=torch.bool)
     advantages = torch.tensor([0.5, -1.0, 2.0])
-    loss, clipped = dual_clip_token_mean_loss(log_probs, log_probs.clone(), advantages, mask)
+    loss, clipped = token_mean_clipped_loss(log_probs, log_probs.clone(), advantages, mask)
     assert loss.item() == pytest.approx(-(1 * 0.5 + 3 * -1.0 + 2 * 2.0) / 6, abs=1e-7)
     assert clipped.item() == 0.0
     # chunks of one mini-batch add up to its token mean when told the mini-batch's tokens
     halves = [
-        dual_clip_token_mean_loss(log_probs[s], log_probs[s], advantages[s], mask[s], tokens=6)[0]
+        token_mean_clipped_loss(log_probs[s], log_probs[s], advantages[s], mask[s], tokens=6)[0]
         for s in (slice(0, 1), slice(1, 3))
     ]
     assert (halves[0] + halves[1]).item() == pytest.approx(loss.item(), abs=1e-7)
@@ -95,16 +95,22 @@ def test_the_clip_and_the_dual_clip() -> None:
     new = torch.log(torch.tensor([[1.5], [0.5], [5.0], [0.5]]))
     mask = torch.ones(4, 1, dtype=torch.bool)
     advantages = torch.tensor([1.0, 1.0, -1.0, -1.0])
-    per_row = [
-        dual_clip_token_mean_loss(new[i : i + 1], old[i : i + 1], advantages[i : i + 1], mask[:1])
-        for i in range(4)
-    ]
+
+    def row(i: int, dual: float | None) -> tuple:
+        one = slice(i, i + 1)
+        return token_mean_clipped_loss(
+            new[one], old[one], advantages[one], mask[:1], clip_ratio_c=dual
+        )
+
     # A > 0: min(rho A, clip(rho) A), negated: rho 1.5 -> -1.2; rho 0.5 -> -0.5
-    assert per_row[0][0].item() == pytest.approx(-1.2) and per_row[0][1].item() == 1.0
-    assert per_row[1][0].item() == pytest.approx(-0.5)
+    assert row(0, 3.0)[0].item() == pytest.approx(-1.2) and row(0, 3.0)[1].item() == 1.0
+    assert row(1, 3.0)[0].item() == pytest.approx(-0.5)
     # A < 0: max(-A rho, -A clip(rho)) capped at -A * 3: rho 5 -> 3 (dual clip), rho 0.5 -> 0.8
-    assert per_row[2][0].item() == pytest.approx(3.0)
-    assert per_row[3][0].item() == pytest.approx(0.8)
+    assert row(2, 3.0)[0].item() == pytest.approx(3.0)
+    assert row(3, 3.0)[0].item() == pytest.approx(0.8)
+    # without the dual clip (PettingLLMs' vendored verl, the default) rho 5 costs 5
+    assert row(2, None)[0].item() == pytest.approx(5.0)
+    assert ATGRPOConfig().clip_ratio_c is None
 
 
 # ----- the rollout: a beam of width one -----------------------------------------------------------
@@ -233,7 +239,7 @@ def test_bad_settings_are_refused_clearly() -> None:
         ({"num_generations": 1}, "num_generations must be at least 2"),
         ({"filter_low_mean_groups": 1.0}, r"filter_low_mean_groups must be in \[0, 1\)"),
         ({"clip_range_low": 0.0}, r"clip_range_low must be in \(0, 1\)"),
-        ({"clip_ratio_c": 0.5}, "clip_ratio_c must be at least 1"),
+        ({"clip_ratio_c": 1.0}, r"clip_ratio_c \(the dual clip\) must be above 1 or None"),
         ({"ppo_mini_batches": 0}, "ppo_mini_batches must be at least 1"),
         ({"reward_normalization": True}, "normalises each group's rewards itself"),
         ({"generation_backend": "vllm"}, "no vLLM off-policy correction"),

@@ -256,39 +256,51 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.slow(seconds=60)
+@pytest.mark.slow(seconds=120)
 def test_a_trained_joint_actor_is_benched_beside_a_team(tmp_path: Path) -> None:
-    """`collabzoo train joint`, then `collabzoo bench --protocol joint` on its saved folder and
-    the scripted oracle on the same protocol, and the leaderboard shows both."""
-    out = tmp_path / "run"
-    trained = run_cli(
-        "train", "joint", "--env", "tinycoop", "--model", "tiny", "--output", str(out),
-        "--updates", "1", "--set", "rollout_buffer_size=2", "--set", "num_generations=2",
-        "--set", "progress=false", "--eval-episodes", "0",
-    )  # fmt: skip
-    assert trained.returncode == 0, trained.stderr[-2000:]
-    assert [p.name for p in (out / "final").iterdir()] == ["alpha+beta"]
+    """`collabzoo train joint` and `collabzoo train magrpo`; then `collabzoo bench` plays the
+    joint actor's saved folder and the scripted oracle on the joint protocol and the MAGRPO
+    team on parallel, into one folder, and the leaderboard shows the three rows together."""
+    small = ["--updates", "1", "--set", "rollout_buffer_size=2", "--set", "num_generations=2"]
+    small += ["--set", "progress=false", "--eval-episodes", "0"]
+    finals = {}
+    for algo in ("joint", "magrpo"):
+        out = tmp_path / algo
+        trained = run_cli(
+            "train", algo, "--env", "tinycoop", "--model", "tiny", "--output", str(out), *small
+        )
+        assert trained.returncode == 0, trained.stderr[-2000:]
+        finals[algo] = out / "final"
+    assert [p.name for p in finals["joint"].iterdir()] == ["alpha+beta"]
     bench = tmp_path / "bench"
+    common = ["--env", "tinycoop", "--episodes", "4", "--output", str(bench), "--no-progress"]
     played = run_cli(
-        "bench", "--env", "tinycoop", "--team", f"hf:{out / 'final'}", "--team",
-        "scripted:oracle", "--protocol", "joint", "--episodes", "4", "--output", str(bench),
-        "--no-progress",
+        "bench", *common, "--team", f"hf:{finals['joint']}", "--team", "scripted:oracle",
+        "--protocol", "joint",
     )  # fmt: skip
     assert played.returncode == 0, played.stderr[-2000:]
-    files = sorted(bench.glob("*.json"))
-    assert len(files) == 2
-    for path in files:
-        document = json.loads(path.read_text())
-        assert document["protocol"]["name"] == "joint"
-        turn = document["episodes"][0]["turns"][0]
-        (generation,) = turn["generations"]
+    team = run_cli("bench", *common, "--team", f"hf:{finals['magrpo']}", "--protocol", "parallel")
+    assert team.returncode == 0, team.stderr[-2000:]
+    documents = [json.loads(p.read_text()) for p in sorted(bench.glob("*.json"))]
+    assert sorted(d["protocol"]["name"] for d in documents) == ["joint", "joint", "parallel"]
+    for document in documents:
+        if document["protocol"]["name"] != "joint":
+            continue
+        (generation,) = document["episodes"][0]["turns"][0]["generations"]
         assert generation["stage"] == "joint" and "unparsable" in generation
-    oracle = next(json.loads(p.read_text()) for p in files if "oracle" in p.name)
+    oracle = next(d for d in documents if "oracle" in d["team"]["spec"])
     assert all(e["turns"][0]["generations"][0]["unparsable"] is False for e in oracle["episodes"])
     assert oracle["summary"]["Win"]["mean"] == 100.0  # the oracle's answers cross the tags whole
     board = run_cli("leaderboard", str(bench))
     assert board.returncode == 0, board.stderr
-    assert "joint" in board.stdout and "oracle" in board.stdout and "final" in board.stdout
+    rows = [line for line in board.stdout.splitlines() if line.startswith("|")]
+    shown = [
+        (f"hf:{finals['joint']}", "joint"),
+        ("scripted:oracle", "joint"),
+        (f"hf:{finals['magrpo']}", "parallel"),
+    ]
+    for spec, protocol in shown:
+        assert any(spec in row and protocol in row for row in rows), (spec, board.stdout)
 
 
 LEARNED = 0.10

@@ -499,8 +499,8 @@ def low_mean_groups(
     rewards: Sequence[float], keys: Sequence[Hashable], fraction: float
 ) -> set[Hashable]:
     """The groups to drop before an update: the int(fraction * groups) groups with the lowest
-    mean reward (ties broken by first appearance); PettingLLMs' filter_method "mean" at its
-    shipped filter_ratio 0.5."""
+    mean reward (ties broken by first appearance); PettingLLMs' filter_method "mean" (its
+    shipped filter_ratio is 0.5), which it applies to each model's batch."""
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"fraction must be in [0, 1), got {fraction!r}")
     sums: dict[Hashable, list[float]] = {}
@@ -510,7 +510,7 @@ def low_mean_groups(
     return set(order[: int(fraction * len(order))])
 
 
-def dual_clip_token_mean_loss(
+def token_mean_clipped_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
     advantages: torch.Tensor,
@@ -518,16 +518,18 @@ def dual_clip_token_mean_loss(
     *,
     clip_low: float = 0.2,
     clip_high: float = 0.2,
-    clip_ratio_c: float = 3.0,
+    clip_ratio_c: float | None = None,
     tokens: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """verl's clipped PPO loss with dual clip, aggregated as a token mean. Per token,
+    """verl's clipped PPO loss, aggregated as a token mean. Per token,
     rho_t = exp(clamp(log pi - log pi_old, -20, 20)) and
 
         l_t = max(-A rho_t, -A clip(rho_t, 1 - clip_low, 1 + clip_high))
-        l_t = min(l_t, -A * clip_ratio_c)            where A < 0 (the dual clip)
+        l_t = min(l_t, -A * clip_ratio_c)            where A < 0, with a `clip_ratio_c`
 
-    loss = sum of l_t over real tokens / `tokens` (the mini-batch's real tokens; by default
+    (the dual clip: upstream verl's, which the verl vendored in PettingLLMs comments out);
+
+    the loss is the sum of l_t over real tokens / `tokens` (the mini-batch's real tokens; by default
     these rows'), so chunks of one mini-batch add up to its token mean. At rho = 1 with no
     clipping active it is -sum_g |y_g| A_g / sum_g |y_g|. Returns (loss, the fraction of real
     tokens whose ratio was clipped)."""
@@ -536,8 +538,9 @@ def dual_clip_token_mean_loss(
     unclipped = -advantage * ratio
     clipped = -advantage * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)
-    dual = torch.minimum(per_token, -advantage * clip_ratio_c)
-    per_token = torch.where(advantage < 0, dual, per_token)
+    if clip_ratio_c is not None:
+        dual = torch.minimum(per_token, -advantage * clip_ratio_c)
+        per_token = torch.where(advantage < 0, dual, per_token)
     count = int(mask.sum()) if tokens is None else tokens
     loss = per_token.masked_fill(~mask, 0.0).sum() / max(1, count)
     outside = ((ratio < 1.0 - clip_low) | (ratio > 1.0 + clip_high)) & mask

@@ -4,7 +4,7 @@ Per update: one width-one beam per episode (`rollout.beam`), every agent's K sam
 turn grouped by (episode, turn, agent) on the agent's own reward and normalised
 (`objectives.agent_turn_group_advantages`), optionally the lowest-mean groups dropped, then per
 distinct policy `ppo_mini_batches` clipped steps on the token mean of its mini-batch
-(`objectives.dual_clip_token_mean_loss`), the old log-probabilities taken before the first.
+(`objectives.token_mean_clipped_loss`), the old log-probabilities taken before the first.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from collabzoo.algos.learners.learner import Learner
 from collabzoo.algos.objectives import (
     AT_GRPO_EPSILON,
     agent_turn_group_advantages,
-    dual_clip_token_mean_loss,
     low_mean_groups,
+    token_mean_clipped_loss,
 )
 from collabzoo.algos.policies.policy import Policy
 from collabzoo.algos.rollout.beam import BeamRollout, continued, tree_generations
@@ -76,19 +76,20 @@ class AgentTurnConfig(LearnerConfig):
     """Continue each episode from the branch of the highest team reward (the reference's
     if_greedy); False: from branch 0."""
     ppo_clip: bool = True
-    """verl's clipped PPO with dual clip (the reference); False: the token mean of -A log pi."""
+    """verl's clipped PPO (the reference); False: the token mean of -A log pi."""
     clip_range_low: float = 0.2
     """PPO's lower clip: the ratio is clipped at 1 - this."""
     clip_range_high: float = 0.2
     """PPO's upper clip: the ratio is clipped at 1 + this."""
-    clip_ratio_c: float = 3.0
-    """The dual clip: for A < 0 a token's loss is at most -A * this."""
+    clip_ratio_c: float | None = None
+    """The dual clip: for A < 0 a token's loss is at most -A * this (upstream verl's 3.0);
+    None: no dual clip, as the verl vendored in PettingLLMs (it comments the dual clip out)."""
     ppo_mini_batches: int = 1
     """Optimizer steps per update per policy, on shuffled mini-batches of its samples (the
     reference's 32 problems per step in mini-batches of 16 take two)."""
     filter_low_mean_groups: float = 0.0
-    """Drop this fraction of the update's groups, those of lowest mean reward, before it
-    (0.5 matches every shipped PettingLLMs config)."""
+    """Drop this fraction of each policy's groups, those of lowest mean reward, before the
+    update (0.5 matches every shipped PettingLLMs config)."""
     advantage_epsilon: float = AT_GRPO_EPSILON
     """Added to the unbiased group std that normalises advantages."""
 
@@ -114,7 +115,12 @@ class AgentTurnConfig(LearnerConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
                 raise ValueError(f"{name} must be in (0, 1), got {value!r}")
-        require_at_least(self, 1, "clip_ratio_c", "ppo_mini_batches")
+        require_at_least(self, 1, "ppo_mini_batches")
+        value = self.clip_ratio_c
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 1
+        ):
+            raise ValueError(f"clip_ratio_c (the dual clip) must be above 1 or None, got {value!r}")
         value = self.filter_low_mean_groups
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
             raise ValueError(
@@ -199,10 +205,16 @@ class AgentTurnLearner(Learner):
                         )
                 node, turn = continued(node), turn + 1
         groups = len({s.key for s in samples})
-        dropped = low_mean_groups(
-            [s.reward for s in samples], [s.key for s in samples], self.args.filter_low_mean_groups
-        )
-        kept = [s for s in samples if s.key not in dropped]
+        dropped: set[tuple[str, Hashable]] = set()  # (policy, group): each policy's batch alone,
+        for policy in self.distinct:  # as the reference filters each model's batch
+            name = self.policy_name(policy)
+            mine = [s for s in samples if self.policies[s.agent] is policy]
+            found = low_mean_groups(
+                [s.reward for s in mine], [s.key for s in mine], self.args.filter_low_mean_groups
+            )
+            dropped |= {(name, key) for key in found}
+        owner = {agent: self.policy_name(p) for agent, p in self.policies.items()}
+        kept = [s for s in samples if (owner[s.agent], s.key) not in dropped]
         advantages = agent_turn_group_advantages(
             [s.reward for s in kept],
             [s.key for s in kept],
@@ -252,7 +264,7 @@ class AgentTurnLearner(Learner):
                 old = torch.zeros_like(scored.log_probs)
                 for i, (_, row) in enumerate(rows):
                     old[i, : min(width, row.shape[-1])] = row[:width]
-                loss, fraction = dual_clip_token_mean_loss(
+                loss, fraction = token_mean_clipped_loss(
                     scored.log_probs,
                     old,
                     advantages,

@@ -10,8 +10,8 @@ grouped by (episode, turn, agent) (`group_by`) and
 
 (`objectives.agent_turn_group_advantages`). Each distinct policy (role-specific models, or one
 shared by every role, whose batch mixes roles while the groups stay per role) takes one step
-per mini-batch on verl's clipped PPO loss with dual clip, as a token mean over the mini-batch
-(`objectives.dual_clip_token_mean_loss`), the old log-probabilities taken before its first step;
+per mini-batch on verl's clipped PPO loss (dual clip optional), as a token mean over the mini-batch
+(`objectives.token_mean_clipped_loss`), the old log-probabilities taken before its first step;
 with `ppo_clip=False`, the token mean of -A log pi. Optionally the groups of lowest mean reward
 are dropped first (`filter_low_mean_groups`; the reference's configs drop half).
 """
