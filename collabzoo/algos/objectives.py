@@ -178,8 +178,10 @@ class StepScore:
     """r_s: the trajectory's team outcome (minus any per-step penalty)."""
 
 
-def standardize_group(values: Sequence[float], *, scale: bool = True) -> list[float]:
-    """(x - mu) / (sigma + 1e-6) over one group, sigma the unbiased std; a one-member group
+def standardize_group(
+    values: Sequence[float], *, scale: bool = True, epsilon: float = GROUP_EPS
+) -> list[float]:
+    """(x - mu) / (sigma + epsilon) over one group, sigma the unbiased std; a one-member group
     takes mu = 0, sigma = 1 (verl's GRPO outcome advantage, which Dr. MAS builds on). Without
     `scale` (verl's norm_adv_by_std_in_grpo=False) only the mean is taken off."""
     if len(values) == 0:
@@ -191,7 +193,7 @@ def standardize_group(values: Sequence[float], *, scale: bool = True) -> list[fl
         sigma = math.sqrt(sum((v - mu) ** 2 for v in values) / (len(values) - 1))
     if not scale:
         return [v - mu for v in values]
-    return [(v - mu) / (sigma + GROUP_EPS) for v in values]
+    return [(v - mu) / (sigma + epsilon) for v in values]
 
 
 def grouped_step_advantages(
@@ -485,13 +487,13 @@ def agent_turn_group_advantages(
         members.setdefault(key, []).append(index)
     advantages = [0.0] * len(rewards)
     for indices in members.values():
-        if len(indices) < 2:
+        if len(indices) < 2:  # Dr. MAS's one-member rule (mu = 0, sigma = 1) does not apply here
             continue
         values = [float(rewards[i]) for i in indices]
-        mean = sum(values) / len(values)
-        spread = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-        for i, value in zip(indices, values, strict=True):
-            advantages[i] = (value - mean) / (spread + epsilon) if normalize else value - mean
+        for i, value in zip(
+            indices, standardize_group(values, scale=normalize, epsilon=epsilon), strict=True
+        ):
+            advantages[i] = value
     return advantages
 
 
