@@ -11,8 +11,9 @@ Frozen and alternating agents (`trainable_agents`, `alternate_every`; see `train
 `train_step` marks the update groups of the policies that do not train at this update
 `frozen` before it calls `learn`. A learner honours the schedule with two hooks: it builds its
 batch and every advantage statistic from `self.trained_agents` only (`trained_only` filters a
-per-agent mapping), and it steps no frozen group (`UpdateGroup.step` refuses one that holds
-gradients, so a frozen agent's sample that reached a loss is an error, not a silent update).
+per-agent mapping), and it steps no frozen group. `UpdateGroup.step` refuses a frozen group,
+and `train_step` fails an update after which a frozen group holds gradients (a frozen agent's
+sample reached a loss): an error, not a silent update.
 Per-agent sampling is `sampling_of(agent)`; a policy's learning rate is
 `learning_rate(policy, field)`.
 """
