@@ -461,3 +461,33 @@ def test_the_cli_sets_schedules_and_per_agent_values_and_refuses_bad_ones(tmp_pa
         assert main([*command, *extra]) == 2, extra
         err = capsys.readouterr().err
         assert first in err and second in err, (extra, err)
+
+
+def test_set_reads_per_agent_values_and_comma_separated_names() -> None:
+    """`--set FIELD@AGENT=VALUE` goes into `per_agent` (over a JSON `per_agent`), read by the
+    field's type; a list of names may be comma-separated; a field no agent may set is refused
+    with the ones it may (MAGRPO's learning rate is `agent_learning_rate`)."""
+    from collabzoo.algos import SupervisedConfig
+    from collabzoo.cli.config_values import config_settings
+    from collabzoo.cli.usage import UsageError
+
+    pairs = [
+        "trainable_agents=coder, tester",
+        'per_agent={"coder": {"top_k": 5, "top_p": 0.9}}',
+        "temperature@coder=0.5",
+        "top_k@coder=none",
+        "actor_learning_rate@tester=1e-5",
+    ]
+    assert config_settings(IPPOConfig, pairs, "num_generations=8") == {
+        "trainable_agents": ["coder", "tester"],
+        "per_agent": {
+            "coder": {"top_k": None, "top_p": 0.9, "temperature": 0.5},
+            "tester": {"actor_learning_rate": 1e-5},
+        },
+    }
+    with pytest.raises(UsageError, match="agent_learning_rate"):
+        config_settings(MAGRPOConfig, ["actor_learning_rate@coder=1e-5"], "x=1")
+    with pytest.raises(UsageError, match=r"e\.g\. --set temperature@AGENT=0\.8"):
+        config_settings(MAGRPOConfig, ["temperature@=0.5"], "x=1")
+    with pytest.raises(UsageError, match="SupervisedConfig has no per-agent fields"):
+        config_settings(SupervisedConfig, ["learning_rate@coder=1e-5"], "x=1")
