@@ -491,3 +491,20 @@ def test_set_reads_per_agent_values_and_comma_separated_names() -> None:
         config_settings(MAGRPOConfig, ["temperature@=0.5"], "x=1")
     with pytest.raises(UsageError, match="SupervisedConfig has no per-agent fields"):
         config_settings(SupervisedConfig, ["learning_rate@coder=1e-5"], "x=1")
+
+
+def test_a_value_head_on_a_frozen_actor_is_frozen_with_it(tmp_path) -> None:
+    """IAC with the critic a value head on each actor: one model, one update group, so the
+    frozen agent's head stays as it is while the trained agent's actor and head both learn."""
+    trainer = make(
+        "iac", tmp_path, trainable_agents=[LEFT], use_separate_critic=False, value_head_hidden_dim=8
+    )
+    assert not [name for name in trainer.groups if name.startswith("critic/")]
+    heads = {a: [p.detach().clone() for p in trainer.critics[a].head.parameters()] for a in AGENTS}
+    before = {a: weights(trainer, a) for a in AGENTS}
+    trainer.train_step()
+    assert changed(before[LEFT], trainer.policies[LEFT].trainable_parameters())
+    assert changed(heads[LEFT], list(trainer.critics[LEFT].head.parameters()))
+    assert not changed(before[RIGHT], trainer.policies[RIGHT].trainable_parameters())
+    assert not changed(heads[RIGHT], list(trainer.critics[RIGHT].head.parameters()))
+    assert group(trainer, RIGHT).optimizer.state_dict()["state"] == {}
