@@ -5,6 +5,11 @@ Literal's choices, a JSON object or list), so `--set max_new_tokens=abc` is refu
 one line naming the field, its type and the value, before any model loads, instead of reaching
 the learner as a str and failing deep inside it. Ranges are the configs' own checks
 (`validate` / `__post_init__`), which the commands report the same way.
+
+`--set FIELD@AGENT=VALUE` gives one agent its own value of a field its config lists in
+`agent_fields` (sampling, the policies' learning rate): it goes into the config's
+`per_agent` (over a `--set per_agent={...}` given too). A list of names
+(`--set trainable_agents=coder,tester`) is JSON or comma-separated text.
 """
 
 from __future__ import annotations
@@ -147,6 +152,8 @@ def read_value(raw: str, hint: Any) -> Any:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
+        if origin is list and args == (str,):  # names, comma-separated
+            return [part.strip() for part in raw.split(",") if part.strip()]
         raise Mismatch(raw) from None
     if not _conforms(value, hint):
         raise Mismatch(raw)
@@ -161,11 +168,16 @@ def config_settings(config: type, pairs: Sequence[str], example: str) -> dict[st
     fields = sorted(f.name for f in dataclasses.fields(config) if f.init)
     name = config.__name__
     settings: dict[str, Any] = {}
+    own: dict[str, dict[str, Any]] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip()
         if not sep or not key:
             raise UsageError(f"--set takes FIELD=VALUE (e.g. {example}), got {pair!r}")
+        if "@" in key:
+            field_name, agent, value = _agent_setting(config, key, raw, hints)
+            own.setdefault(agent, {})[field_name] = value
+            continue
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=3)
             known = f"did you mean {' or '.join(close)}?" if close else f"{name} fields: "
@@ -179,7 +191,36 @@ def config_settings(config: type, pairs: Sequence[str], example: str) -> dict[st
             raise UsageError(
                 f"--set {key}: {name}.{key} is {type_name(hint)} ({describe(hint)}), got {raw!r}"
             ) from None
+    if own:
+        merged = {
+            agent: dict(values) for agent, values in (settings.get("per_agent") or {}).items()
+        }
+        for agent, values in own.items():
+            merged.setdefault(agent, {}).update(values)
+        settings["per_agent"] = merged
     return settings
+
+
+def _agent_setting(config: type, key: str, raw: str, hints: dict[str, Any]) -> tuple[str, str, Any]:
+    """(field, agent, value) of `--set FIELD@AGENT=VALUE`, the value read by the field's type.
+    The agent's name is checked against the env's once the env is known."""
+    field_name, _, agent = (part.strip() for part in key.partition("@"))
+    allowed = getattr(config, "agent_fields", ())
+    name = config.__name__
+    if not allowed:
+        raise UsageError(f"--set {key}: {name} has no per-agent fields")
+    if field_name not in allowed or not agent:
+        raise UsageError(
+            f"--set {key}: FIELD@AGENT=VALUE gives one agent its own value of "
+            f"{', '.join(allowed)} ({name}), e.g. --set temperature@{agent or 'AGENT'}=0.8"
+        )
+    hint = hints[field_name]
+    try:
+        return field_name, agent, read_value(raw, hint)
+    except Mismatch:
+        raise UsageError(
+            f"--set {key}: {name}.{field_name} is {type_name(hint)} ({describe(hint)}), got {raw!r}"
+        ) from None
 
 
 __all__ = ["Mismatch", "config_settings", "describe", "read_value", "type_name"]

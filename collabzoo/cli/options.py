@@ -106,6 +106,13 @@ def add_team_layout(parser: argparse.ArgumentParser, *, from_scratch: str) -> No
         help="one model per agent, one shared model, or one base model with a LoRA adapter per "
         f"agent (default: separate for {from_scratch}, lora otherwise)",
     )
+    parser.add_argument(
+        "--lora-rank",
+        default=None,
+        metavar="R|AGENT=R,...",
+        help="rank of the LoRA adapters (--team lora; default 8): one for all, per agent "
+        "(coder=16,tester=4), or both (8,coder=16: the others 8)",
+    )
 
 
 def add_config_set(

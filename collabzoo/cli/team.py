@@ -55,6 +55,11 @@ def _loaded_team(
     except (OSError, ValueError) as error:
         raise UsageError(f"cannot load the saved team {args.model!r}: {error}") from None
     if saved is not None:
+        if getattr(args, "lora_rank", None):
+            raise UsageError(
+                f"{args.model} is a saved team: its adapters keep the rank they were saved with; "
+                "drop --lora-rank"
+            )
         if args.team:
             raise UsageError(
                 f"{args.model} is a saved team: its agents' policies load as they were saved; "
@@ -73,9 +78,14 @@ def _loaded_team(
             )
         return small_causal_lm(texts, seed=seed)
 
+    rank = lora_ranks(getattr(args, "lora_rank", None), agents)
+    if rank is not None and team != "lora":
+        raise UsageError(
+            f"--lora-rank sets the LoRA adapters' rank: only with --team lora, not {team}"
+        )
     try:
         if team == "lora":
-            return lora_team(*load(0), agents), team
+            return lora_team(*load(0), agents, rank=8 if rank is None else rank), team
         if team == "shared":
             return LLMPolicy(*load(0)), team
         return {a: LLMPolicy(*load(i)) for i, a in enumerate(agents)}, team
@@ -83,3 +93,34 @@ def _loaded_team(
         raise UsageError(str(error)) from None
     except OSError as error:
         raise UsageError(f"cannot load model {args.model!r}: {error}") from None
+
+
+def lora_ranks(text: str | None, agents: Sequence[str]) -> int | dict[str, int] | None:
+    """--lora-rank: "R" (every adapter), "AGENT=R,..." (the others 8) or "R,AGENT=R,..." (the
+    others R); None when not given. Unknown agents and ranks below 1 are refused."""
+    if text is None:
+        return None
+    default, ranks = 8, {}
+    for part in (p.strip() for p in text.split(",")):
+        agent, sep, raw = part.rpartition("=")
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value < 1 or (sep and not agent.strip()):
+            raise UsageError(
+                f"--lora-rank takes R, AGENT=R,... or R,AGENT=R,... (R a whole number >= 1), "
+                f"got {text!r}"
+            )
+        if not sep:
+            default = value
+        elif agent.strip() not in agents:
+            raise UsageError(
+                f"--lora-rank {part}: no agent {agent.strip()!r}; the agents are "
+                f"{', '.join(agents)}"
+            )
+        else:
+            ranks[agent.strip()] = value
+    if not ranks:
+        return default
+    return {agent: ranks.get(agent, default) for agent in agents}

@@ -81,6 +81,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise UsageError(f"{error}; {config_class.__name__} fields: {known}") from None
     except ValueError as error:
         raise UsageError(str(error)) from None
+    from collabzoo.algos.learners.trained_agents import unknown_agents
+
+    named = unknown_agents(config, agents)  # before any model loads
+    if named:
+        raise UsageError(named)
     models, team = team_models(args, agents, settings.get("dtype", "auto"))
     try:
         trainer = trainer_class(lambda: make(entry.id, **env_kwargs), models, config)

@@ -101,6 +101,8 @@ class ActorCriticConfig(LearnerConfig):
     chunk, and prompts of like length pad together. The same gradient as the shuffled order
     (False), in fewer token positions."""
 
+    agent_fields = (*LearnerConfig.agent_fields, "actor_learning_rate")
+
     def validate(self) -> None:
         super().validate()
         require_positive(self, "actor_learning_rate", "critic_learning_rate")
@@ -171,12 +173,13 @@ class ActorCriticLearner(CriticBatches, Learner):
                 if c.shares_actor and c.backbone is policy
                 for p in c.head.parameters()
             ]
+            rate = self.learning_rate(policy, "actor_learning_rate")
             parameters: list[dict[str, Any]] = [
-                {"params": policy.trainable_parameters(), "lr": args.actor_learning_rate}
+                {"params": policy.trainable_parameters(), "lr": rate}
             ]
             if heads:
                 parameters.append({"params": heads, "lr": args.critic_learning_rate})
-            self.groups[name] = update_group(name, parameters, args.actor_learning_rate, args)
+            self.groups[name] = update_group(name, parameters, rate, args)
         by_backbone: dict[int, list[str]] = {}
         for critic_name, critic in self.critics.items():
             if not critic.shares_actor:
@@ -222,7 +225,7 @@ class ActorCriticLearner(CriticBatches, Learner):
                     scored = policy.score(
                         [s.prompt_ids for s in part],
                         [s.completion_ids for s in part],
-                        sampling=self.sampling,
+                        sampling=self.sampling_of(agent),
                     )
                 for s, row, mask in zip(part, scored.log_probs, scored.mask, strict=True):
                     s.old_log_probs = row[mask].tolist()
@@ -233,7 +236,7 @@ class ActorCriticLearner(CriticBatches, Learner):
         scored = policy.score(
             [s.prompt_ids for s in part],
             [s.completion_ids for s in part],
-            sampling=self.sampling,
+            sampling=self.sampling_of(agent),
             entropy=True if self.args.entropy_coef else "log",  # no graph for a logged value
             prompt_hidden=shared_head,
         )

@@ -174,10 +174,26 @@ class AgentTurnLearner(Learner):
             agent_reward_transform=self._transform_reward,
         )
         for policy in self.distinct:
+            self.policy_sampling(policy)  # agents sharing a model must share its sampling
             name = self.policy_name(policy)
             self.groups[name] = update_group(
-                name, policy.trainable_parameters(), args.agent_learning_rate, args
+                name,
+                policy.trainable_parameters(),
+                self.learning_rate(policy, "agent_learning_rate"),
+                args,
             )
+
+    def policy_sampling(self, policy: Policy) -> Any:
+        """The distribution `policy`'s samples were drawn from: its agents' sampling, which
+        must agree (one policy's batch mixes its agents' samples and scores them at once)."""
+        found = {a: self.sampling_of(a) for a, p in self.policies.items() if p is policy}
+        if len(set(map(repr, found.values()))) > 1:
+            raise ValueError(
+                f"agents {sorted(found)} share one model, so AT-GRPO scores their samples under "
+                "one distribution: their per-agent sampling cannot differ; give each agent its "
+                "own model or LoRA adapter"
+            )
+        return next(iter(found.values()))
 
     # ----- groups and advantages ----------------------------------------------------------------
     def group_key(self, episode: int, turn: int, agent: str) -> Hashable:
@@ -185,12 +201,16 @@ class AgentTurnLearner(Learner):
         return tuple(parts[p] for p in self.args.group_parts())
 
     def training_batch(self, roots: list[Node]) -> tuple[list[AgentTurnSample], dict[str, float]]:
-        """Every agent's samples of every turn with their advantages, and the group counts."""
+        """Every trained agent's samples of every turn with their advantages, and the group
+        counts (a frozen agent's samples are in no group, so in no statistic)."""
+        trained = set(self.trained_agents)
         samples: list[AgentTurnSample] = []
         for episode, root in enumerate(roots):
             node, turn = root, 0
             while node is not None and node.children:
                 for position, agent in enumerate(node.agents):
+                    if agent not in trained:
+                        continue
                     key = self.group_key(episode, turn, agent)
                     for child in node.children:
                         completion = node.samples[agent][child.joint[position]]
@@ -238,7 +258,7 @@ class AgentTurnLearner(Learner):
                 scored = policy.score(
                     [s.prompt_ids for s in part],
                     [s.completion_ids for s in part],
-                    sampling=self.sampling,
+                    sampling=self.policy_sampling(policy),
                 )
                 found += [row.detach() for row in scored.log_probs]
         return found
@@ -256,7 +276,7 @@ class AgentTurnLearner(Learner):
             scored = policy.score(
                 [s.prompt_ids for s, _ in rows],
                 [s.completion_ids for s, _ in rows],
-                sampling=self.sampling,
+                sampling=self.policy_sampling(policy),
             )
             advantages = torch.tensor([s.advantage for s, _ in rows], device=policy.device)
             if self.args.ppo_clip:

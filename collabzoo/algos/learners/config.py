@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from collabzoo.algos.learners.trained_agents import SAMPLING_FIELDS, check_agent_fields
 from collabzoo.algos.policies.sampling import Sampling
 from collabzoo.algos.runtime.update_groups import UpdateGroup
 
@@ -177,6 +178,19 @@ class LearnerConfig:
     """Continue from the latest checkpoint in output_dir."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Settings of your own, kept with the config; collabzoo's learners read none of them."""
+    trainable_agents: list[str] | None = None
+    """The agents that train (a list or set of names); None: every agent. The others act with
+    their current weights but stay out of the batch, the advantage statistics and the optimizer
+    steps (see `trained_agents`)."""
+    alternate_every: int | None = None
+    """Train one trainable agent at a time, each for this many learner updates in turn (updates
+    [0, k) the first, [k, 2k) the second, ...); None: all of them every update."""
+    per_agent: dict[str, dict[str, Any]] | None = None
+    """An agent's own values of the `agent_fields` (sampling, learning rate), e.g.
+    {"alpha": {"temperature": 0.8}}; the CLI's `--set temperature@alpha=0.8`."""
+
+    agent_fields: ClassVar[tuple[str, ...]] = SAMPLING_FIELDS
+    """The fields `per_agent` may set (a config adds its policies' learning rate)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -227,6 +241,17 @@ class LearnerConfig:
                 f"generation_backend must be one of {GENERATION_BACKENDS}, "
                 f"got {self.generation_backend!r}"
             )
+        check_agent_fields(self)
+
+    def agent_value(self, agent: str | None, name: str) -> Any:
+        """Field `name` as `agent` has it: its `per_agent` value, else the shared one."""
+        own = (self.per_agent or {}).get(agent or "", {})
+        return own[name] if name in own else getattr(self, name)
+
+    def agent_sampling(self, agent: str) -> Sampling:
+        """The sampling distribution of `agent`'s rollouts, which its losses score under."""
+        values = [self.agent_value(agent, name) for name in SAMPLING_FIELDS]
+        return Sampling(*values, self.do_sample)
 
     def sampling(self) -> Sampling:
         """The sampling distribution of rollouts, which every loss also scores under."""

@@ -6,7 +6,7 @@ its update so that each part reads on its own."""
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,7 @@ class CriticBatches:
     parallel: DataParallel | None
     critics: dict[str, Critic]
     rule: ActorCriticRule
+    trained_only: Callable[[Mapping[str, Any]], dict[str, Any]]
 
     def _build_critics(self, given: Any) -> dict[str, Critic]:
         args = self.args
@@ -219,8 +220,10 @@ class CriticBatches:
     def training_batch(
         self, roots: list[Node]
     ) -> tuple[dict[str, list[Sample]], dict[str, list[CriticSample]]]:
-        """Per agent: its samples; per separate critic: its own samples (its inputs and
-        targets), so a critic trains once per transition it values."""
+        """Per agent trained at this update: its samples; per separate critic (whether its
+        agent trains or not): its own samples (its inputs and targets), so a critic trains once
+        per transition it values. Advantages are normalised over the trained agents' samples
+        only."""
         inputs = self.critic_inputs(roots)
         values: dict[str, dict[Hashable, float]] = {}
         for name, keyed in inputs.items():
@@ -263,6 +266,7 @@ class CriticBatches:
                         if critic is not None and not critic.shares_actor:
                             critic_ids = inputs[agent][id(node)]
                             critic_samples[agent].append(CriticSample(critic_ids, target, old))
+        samples = self.trained_only(samples)
         if self.args.advantage_normalization:
             if self.parallel is None:
                 for agent_samples in samples.values():

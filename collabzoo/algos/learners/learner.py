@@ -6,6 +6,16 @@ A subclass supplies `learn(roots)` (advantages from the rollout trees, then the 
 any extra state (critics, their optimizers) through `extra_state()` / `load_extra_state()`.
 The Monte-Carlo learners (`tree_learner`) and the actor-critic learners (`actor_critic`) are
 its two families.
+
+Frozen and alternating agents (`trainable_agents`, `alternate_every`; see `trained_agents`):
+`train_step` marks the update groups of the policies that do not train at this update
+`frozen` before it calls `learn`. A learner honours the schedule with two hooks: it builds its
+batch and every advantage statistic from `self.trained_agents` only (`trained_only` filters a
+per-agent mapping), and it steps no frozen group. `UpdateGroup.step` refuses a frozen group,
+and `train_step` fails an update after which a frozen group holds gradients (a frozen agent's
+sample reached a loss): an error, not a silent update.
+Per-agent sampling is `sampling_of(agent)`; a policy's learning rate is
+`learning_rate(policy, field)`.
 """
 
 from __future__ import annotations
@@ -25,9 +35,11 @@ import torch
 
 from collabzoo.algos.learners.config import LearnerConfig
 from collabzoo.algos.learners.stats import RunningStats
+from collabzoo.algos.learners.trained_agents import AgentSchedule, check_team
 from collabzoo.algos.policies.llm import LLMPolicy
 from collabzoo.algos.policies.model_loading import team_policies
 from collabzoo.algos.policies.policy import Policy
+from collabzoo.algos.policies.sampling import Sampling
 from collabzoo.algos.rollout.tree import Node, TreeRollout, expanded_nodes
 from collabzoo.algos.runtime.checkpoint import (
     capture_rng,
@@ -81,6 +93,9 @@ class Learner:
         self.agents = list(probe.possible_agents)
         self.policies = team_policies(models, self.agents, tokenizer)
         self.distinct = list({id(p): p for p in self.policies.values()}.values())
+        self._check_schedule()
+        self.agent_sampling = {a: args.agent_sampling(a) for a in self.agents}
+        """Each agent's sampling distribution (`sampling` unless `per_agent` sets its own)."""
         self.parallel = DataParallel.from_environment()
         """This process's rank in a data-parallel run (torchrun), or None."""
         self._check_sharding()
@@ -96,6 +111,7 @@ class Learner:
             self.env_factory,
             self.policies,
             self.sampling,
+            agent_sampling=self.agent_sampling,
             num_generations=root_generations or args.num_generations,
             deeper_generations=deeper_generations,
             joint_mode=joint_mode,
@@ -115,6 +131,59 @@ class Learner:
         self.groups: dict[str, UpdateGroup] = {}
         """Every optimizer of the learner, by name: one per distinct policy (and critic)."""
         self._truncations_logged = 0
+
+    # ----- who trains, and with what --------------------------------------------------------------
+    def _check_schedule(self) -> None:
+        """Refuse a schedule or per-agent setting this team cannot follow; say which agents
+        share weights with a trained agent (left out of the batch, not frozen)."""
+        args = self.args
+        shared = check_team(args, self.agents, self.policies)
+        if shared:
+            warnings.warn(
+                f"agents {shared} do not train but share their model with an agent that does: "
+                "they are left out of the batch and act with the weights being trained (not "
+                "frozen); give them a model or LoRA adapter of their own to freeze them",
+                stacklevel=3,
+            )
+        self.schedule = AgentSchedule(self.agents, args.trainable_agents, args.alternate_every)
+
+    @property
+    def trained_agents(self) -> list[str]:
+        """The agents trained at this update: the only ones whose samples may enter the batch
+        or an advantage statistic."""
+        return self.schedule.at(self.update)
+
+    def trained_only(self, per_agent: Mapping[str, Any]) -> dict[str, Any]:
+        """The entries of a per-agent mapping for the agents trained at this update."""
+        trained = set(self.trained_agents)
+        return {agent: value for agent, value in per_agent.items() if agent in trained}
+
+    def apply_schedule(self) -> list[str]:
+        """Freeze the update group of every policy none of whose agents trains at this update
+        (unfreeze the others); critics' groups are never frozen. Returns the trained agents."""
+        trained = self.trained_agents
+        for policy in self.distinct:
+            group = self.groups.get(self.policy_name(policy))
+            if group is not None:
+                group.frozen = not any(self.policies[a] is policy for a in trained)
+        return trained
+
+    def sampling_of(self, agent: str) -> Sampling:
+        """`agent`'s sampling distribution: what its rollouts sample and its losses score."""
+        return self.agent_sampling[agent]
+
+    def learning_rate(self, policy: Policy, field: str) -> float:
+        """The learning rate of `policy`'s group: config field `field` as its agents have it
+        (`per_agent`); agents sharing one policy share its optimizer, so they must agree."""
+        rates = {
+            a: self.args.agent_value(a, field) for a, p in self.policies.items() if p is policy
+        }
+        if len(set(rates.values())) > 1:
+            raise ValueError(
+                f"agents {sorted(rates)} share one model, and so one optimizer: their {field} "
+                f"cannot differ ({rates}); give each agent its own model or LoRA adapter"
+            )
+        return next(iter(rates.values()))
 
     def _check_sharding(self) -> None:
         shards = self.args.rollout_shards
@@ -166,7 +235,7 @@ class Learner:
 
         return VLLMGenerator(
             self.policies,
-            max_new_tokens=self.args.max_new_tokens,
+            max_new_tokens=max(s.max_new_tokens for s in self.agent_sampling.values()),
             seed=self.args.seed,
             dtype=resolve_dtype(self.args.dtype),
             gpu_memory_utilization=self.args.vllm_gpu_memory_utilization,
@@ -273,7 +342,12 @@ class Learner:
             roots = self.rollout_update()
         if self.generator is not None:
             self.generator.release()  # sleep mode: the engines' memory is the trainer's now
+        trained = self.apply_schedule()
         metrics = self.learn(roots)
+        for group in self.groups.values():
+            group.check_frozen()
+        if self.args.trainable_agents is not None or self.args.alternate_every is not None:
+            metrics.update({f"trained/{a}": float(a in trained) for a in self.agents})
         self.weights_changed()
         self.update += 1
         metrics.update(self.rollout_metrics(roots, started))
@@ -371,6 +445,7 @@ class Learner:
             self.eval_env_factory,
             self.policies,
             self.sampling,
+            agent_sampling=self.agent_sampling,
             num_generations=1,
             max_depth=self.args.num_turns,
             executor=self.executor,

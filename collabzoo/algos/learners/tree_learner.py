@@ -44,6 +44,7 @@ from collabzoo.algos.objectives import (
     truncated_importance_weights,
 )
 from collabzoo.algos.policies.policy import Policy
+from collabzoo.algos.policies.sampling import Sampling
 from collabzoo.algos.rollout.tree import JOINT_MODES, Node, expanded_nodes
 from collabzoo.algos.runtime.placement import model_device
 
@@ -86,6 +87,8 @@ class TreeLearnerConfig(LearnerConfig):
     """Add a k3 KL penalty to a frozen reference policy (the LoRA base when there is one)."""
     reference_kl_coef: float = 0.1
     """beta of the KL penalty when `reference_kl_enabled`."""
+
+    agent_fields = (*LearnerConfig.agent_fields, "agent_learning_rate")
 
     def validate(self) -> None:
         super().validate()
@@ -146,9 +149,8 @@ class TreeLearner(Learner):
         )
         for policy in self.distinct:
             name = self.policy_name(policy)
-            self.groups[name] = update_group(
-                name, policy.trainable_parameters(), args.agent_learning_rate, args
-            )
+            rate = self.learning_rate(policy, "agent_learning_rate")
+            self.groups[name] = update_group(name, policy.trainable_parameters(), rate, args)
         self.drift = DriftLog()
         """The sampler drift of the current update (vLLM rollouts only)."""
         self.references: dict[int, Any] = {}
@@ -165,9 +167,11 @@ class TreeLearner(Learner):
 
     # ----- rewards and advantages ---------------------------------------------------------------
     def node_advantages(self, node: Node) -> dict[str, list[float]]:
-        """Per agent, the advantages of its K samples at this node (advantage_group 'node')."""
+        """Per agent trained at this update, the advantages of its K samples at this node
+        (advantage_group 'node'; computed from that agent's own samples only)."""
         joints = [c.joint for c in node.children]
         returns = [c.ret for c in node.children]
+        trained = set(self.trained_agents)
         return {
             agent: group_advantages(
                 sample_returns(joints, returns, position, node.k),
@@ -176,6 +180,7 @@ class TreeLearner(Learner):
                 std=self.args.advantage_std,
             )
             for position, agent in enumerate(node.agents)
+            if agent in trained
         }
 
     def tree_advantages(self, root: Node) -> dict[int, dict[str, list[float]]]:
@@ -183,28 +188,36 @@ class TreeLearner(Learner):
 
         With a Dr. MAS `advantage_group` the steps are every agent's samples at every node of
         the episode's tree, each scored by its return G (a sample's trajectory is the joint
-        action it took part in, aligned mode), standardised together (`objectives`)."""
+        action it took part in, aligned mode), standardised together (`objectives`). Only the
+        agents trained at this update take part: a frozen agent's samples are in no group."""
         nodes = expanded_nodes(root)
         if self.args.advantage_group == "node":
             return {id(node): self.node_advantages(node) for node in nodes}
+        trained = set(self.trained_agents)
         steps: list[StepScore] = []
         for node in nodes:
             joints = [c.joint for c in node.children]
             returns = [c.ret for c in node.children]
             for position, agent in enumerate(node.agents):
+                if agent not in trained:
+                    continue
                 scores = sample_returns(joints, returns, position, node.k)
                 steps += [StepScore((id(node), k), agent, g) for k, g in enumerate(scores)]
         scale = normalization_mode(self.args.advantage_normalization) != "none"
         flat = iter(grouped_step_advantages(steps, self.args.advantage_group, scale=scale))
         return {
-            id(node): {agent: [next(flat) for _ in range(node.k)] for agent in node.agents}
+            id(node): {
+                agent: [next(flat) for _ in range(node.k)]
+                for agent in node.agents
+                if agent in trained
+            }
             for node in nodes
         }
 
     # ----- one update ---------------------------------------------------------------------------
     def training_batch(self, roots: list[Node]) -> dict[str, list[TreeSample]]:
-        """Per agent: a `TreeSample` of every sample."""
-        batch: dict[str, list[TreeSample]] = {a: [] for a in self.agents}
+        """Per agent trained at this update: a `TreeSample` of every sample."""
+        batch: dict[str, list[TreeSample]] = {a: [] for a in self.trained_agents}
         for root in roots:
             advantages_at = self.tree_advantages(root)
             for node in expanded_nodes(root):
@@ -227,19 +240,21 @@ class TreeLearner(Learner):
         completions: Any,
         log_probs: torch.Tensor,
         mask: torch.Tensor,
+        sampling: Sampling | None = None,
     ) -> torch.Tensor:
         """k3 estimator exp(q) - q - 1, q = log p_ref - log p, averaged over real tokens; both
         under the sampling distribution, the reference in eval mode."""
+        sampling = sampling or self.sampling
         with torch.no_grad():
             if policy.adapter is not None:
                 with policy.reference(), policy.mode(train=False):
-                    ref, _ = policy.token_log_probs(prompts, completions, sampling=self.sampling)
+                    ref, _ = policy.token_log_probs(prompts, completions, sampling=sampling)
             else:
                 reference = self.references[id(policy)]
                 model = getattr(reference, "model", None)
                 if model is not None and model_device(model) != policy.device:
                     model.to(policy.device)  # the policy was moved after construction
-                ref, _ = reference.token_log_probs(prompts, completions, sampling=self.sampling)
+                ref, _ = reference.token_log_probs(prompts, completions, sampling=sampling)
         q = (ref - log_probs).masked_fill(~mask, 0.0)
         per_token = (torch.exp(q) - q - 1.0).masked_fill(~mask, 0.0)
         return per_token.sum() / mask.sum().clamp(min=1)
@@ -257,7 +272,7 @@ class TreeLearner(Learner):
         importance ratio w_t = min(pi / pi_sampler, C) of `objectives`, taken at the policy the
         step starts from: -mean_g(A_g sum_t w_t log pi(a_g,t | h_g)). The mean is over `total`
         samples: every rank's in a data-parallel run (see `data_parallel`), else these."""
-        policy = self.policies[agent]
+        policy, sampling = self.policies[agent], self.sampling_of(agent)
         total = total or len(samples)
         chunk = max(1, self.args.logprob_batch_size)
         agent_loss = agent_kl = 0.0
@@ -267,7 +282,7 @@ class TreeLearner(Learner):
             prompts = [s.prompt_ids for s in part]
             completions = [s.completion_ids for s in part]
             advantages = torch.tensor([s.advantage for s in part], device=policy.device)
-            scored = policy.score(prompts, completions, sampling=self.sampling)
+            scored = policy.score(prompts, completions, sampling=sampling)
             outside += scored.outside_kept
             weighted = scored.log_probs
             sampler = [s.sampler_log_probs for s in part]
@@ -279,7 +294,7 @@ class TreeLearner(Learner):
                 weighted = scored.log_probs * found.weights
             loss = -(advantages * weighted.sum(-1)).sum() / total
             if self.args.reference_kl_enabled:
-                kl = self._kl(policy, prompts, completions, scored.log_probs, scored.mask)
+                kl = self._kl(policy, prompts, completions, scored.log_probs, scored.mask, sampling)
                 loss = loss + self.args.reference_kl_coef * kl * len(part) / total
                 agent_kl += kl.item() * len(part) / total
             if not torch.isfinite(loss):
@@ -294,7 +309,8 @@ class TreeLearner(Learner):
         return True
 
     def optimize(self, batch: dict[str, Sequence[TreeSample]]) -> dict[str, float]:
-        """One step per distinct policy: its agents' losses, its own clip, its own skip."""
+        """One step per distinct policy: its agents' losses, its own clip, its own skip;
+        none for a policy frozen at this update."""
         metrics: dict[str, float] = {}
         self.drift = DriftLog()
         norms: list[float] = []
@@ -306,6 +322,8 @@ class TreeLearner(Learner):
         for policy in self.distinct:
             name = self.policy_name(policy)
             group = self.groups[name]
+            if group.frozen:
+                continue
             group.zero_grad()
             agents = [a for a in self.agents if self.policies[a] is policy and batch.get(a)]
             with policy.mode(train=True):

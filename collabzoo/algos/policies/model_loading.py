@@ -332,27 +332,47 @@ def lora_team(
     tokenizer: Any,
     agents: Sequence[str],
     *,
-    rank: int = 8,
-    alpha: int = 16,
+    rank: int | Mapping[str, int] = 8,
+    alpha: int | Mapping[str, int] = 16,
     dropout: float = 0.0,
     target_modules: Sequence[str] | str = "all-linear",
 ) -> dict[str, LLMPolicy]:
-    """One base model with one LoRA adapter per agent (named after the agent)."""
+    """One base model with one LoRA adapter per agent (named after the agent). `rank` and
+    `alpha` are one value for every adapter, or per agent ({agent: value}; an agent left out
+    gets the default, 8 and 16): an adapter's update is scaled by its alpha / rank."""
     from peft import LoraConfig, get_peft_model
 
-    config = LoraConfig(
-        r=rank,
-        lora_alpha=alpha,
-        lora_dropout=dropout,
-        target_modules=list(target_modules)
-        if not isinstance(target_modules, str)
-        else target_modules,
-        task_type="CAUSAL_LM",
-    )
     agents = list(agents)
-    peft_model = get_peft_model(model, config, adapter_name=agents[0])
+
+    def per_agent(value: int | Mapping[str, int], name: str, default: int) -> dict[str, int]:
+        if not isinstance(value, Mapping):
+            return dict.fromkeys(agents, value)
+        unknown = sorted(set(value) - set(agents))
+        if unknown:
+            raise ValueError(
+                f"lora_team {name} names {', '.join(map(repr, unknown))}, not agents of this "
+                f"team; its agents are {', '.join(agents)}"
+            )
+        return {agent: value.get(agent, default) for agent in agents}
+
+    ranks, alphas = per_agent(rank, "rank", 8), per_agent(alpha, "alpha", 16)
+    for agent, found in ranks.items():
+        if isinstance(found, bool) or not isinstance(found, int) or found < 1:
+            raise ValueError(f"LoRA rank of {agent!r} must be a whole number >= 1, got {found!r}")
+    modules = target_modules if isinstance(target_modules, str) else list(target_modules)
+
+    def config(agent: str) -> Any:
+        return LoraConfig(
+            r=ranks[agent],
+            lora_alpha=alphas[agent],
+            lora_dropout=dropout,
+            target_modules=modules,
+            task_type="CAUSAL_LM",
+        )
+
+    peft_model = get_peft_model(model, config(agents[0]), adapter_name=agents[0])
     for agent in agents[1:]:
-        peft_model.add_adapter(agent, config)
+        peft_model.add_adapter(agent, config(agent))
     return {agent: LLMPolicy(peft_model, tokenizer, adapter=agent) for agent in agents}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,6 +162,7 @@ class TreeRollout:
         policies: dict[str, Policy],
         sampling: Sampling,
         *,
+        agent_sampling: Mapping[str, Sampling] | None = None,
         num_generations: int,
         deeper_generations: int | None = None,
         joint_mode: str = "aligned",
@@ -182,6 +183,8 @@ class TreeRollout:
         self.env_factory = env_factory
         self.policies = policies
         self.sampling = sampling
+        self.agent_sampling = dict(agent_sampling or {})
+        """Agents that sample with settings of their own (over `sampling`)."""
         self.k = num_generations
         self.deeper_k = deeper_generations or num_generations
         self.record_state = record_state
@@ -226,21 +229,22 @@ class TreeRollout:
         return self.k if node.depth == 0 else self.deeper_k
 
     def sample(self, nodes: Sequence[Node]) -> None:
-        """K samples for every (node, agent): one generate call per distinct model (the
-        agents of a LoRA team share their base model's call, each row with its adapter)."""
-        groups: dict[int, list[tuple[Node, str]]] = {}
+        """K samples for every (node, agent): one generate call per distinct model and
+        sampling setting (the agents of a LoRA team share their base model's call, each row
+        with its adapter, unless their sampling differs)."""
+        groups: dict[tuple[int, Sampling], list[tuple[Node, str]]] = {}
         for node in nodes:
             for agent in node.agents:
                 policy = self.policies[agent]
                 shared_base = getattr(policy, "adapter", None) is not None
                 key = id(policy.model) if shared_base else id(policy)
-                groups.setdefault(key, []).append((node, agent))
-        for members in groups.values():
+                groups.setdefault((key, self.sampling_of(agent)), []).append((node, agent))
+        for (_, sampling), members in groups.items():
             rows = [(node, agent) for node, agent in members for _ in range(self.samples_at(node))]
             completions = self.generate(
                 [self.policies[agent] for _, agent in rows],
                 [node.observations[agent] for node, agent in rows],
-                self.sampling,
+                sampling,
             )
             self.generate_calls += 1
             start = 0
@@ -248,6 +252,9 @@ class TreeRollout:
                 k = self.samples_at(node)
                 node.samples[agent] = completions[start : start + k]
                 start += k
+
+    def sampling_of(self, agent: str) -> Sampling:
+        return self.agent_sampling.get(agent, self.sampling)
 
     def joint_actions(self, node: Node) -> list[tuple[int, ...]]:
         k = self.samples_at(node)

@@ -45,9 +45,22 @@ class UpdateGroup:
         makes them agree on a skip) before the clip; None in one process."""
         self.skipped = 0
         """Steps of this group skipped for a non-finite loss or gradient, so far."""
+        self.frozen = False
+        """Set by the learner for an update in which none of this policy's agents trains: the
+        group must not step, so its parameters and AdamW moments stay exactly as they are."""
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
+
+    def check_frozen(self) -> None:
+        """After an update: a frozen group must hold no gradient (none of its agents' samples
+        may reach a loss); RuntimeError if one does."""
+        if self.frozen and any(p.grad is not None for p in self.parameters):
+            self.zero_grad()
+            raise RuntimeError(
+                f"{self.name!r} is frozen at this update but received gradients: a frozen "
+                "agent's samples reached a loss"
+            )
 
     def skip(self) -> None:
         """Drop this step's gradients (a non-finite loss): the parameters stay as they are."""
@@ -59,7 +72,17 @@ class UpdateGroup:
         loss or if the norm is not finite. Returns the norm before clipping. The gradients are
         freed either way, so they do not sit in memory while the other groups (and the next
         rollout) run. With a `reducer`, every rank calls this for the same groups in the same
-        order: the gradients are summed first, and a non-finite loss on any rank skips all."""
+        order: the gradients are summed first, and a non-finite loss on any rank skips all.
+        A frozen group refuses to step: gradients on it mean a frozen agent's samples reached a
+        loss, which is a learner's error."""
+        if self.frozen:
+            leaked = any(p.grad is not None for p in self.parameters)
+            self.zero_grad()
+            raise RuntimeError(
+                f"{self.name!r} is frozen at this update (its agents do not train) and must not "
+                "step"
+                + (": it received gradients, so a frozen agent's samples reached a loss" * leaked)
+            )
         if self.reducer is not None:
             loss_finite = self.reducer.all_true(loss_finite)
             if loss_finite:
