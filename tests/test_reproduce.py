@@ -1,7 +1,8 @@
 """`collabzoo reproduce`: the dry run lists every planned run with its estimate; `--quick` runs
 end to end on the CPU (plan, train, bench, leaderboard), a run killed by SIGKILL resumes without
 redoing a finished run; `--ray` on a local Ray cluster of two worker processes gives the local
-run's results for the same seeds."""
+run's results for the same seeds. On a task without a one-model mode (TinyCoop, StrBuild) the
+GRPO and AC rows plan, train and bench the joint learners under the `joint` protocol."""
 
 from __future__ import annotations
 
@@ -285,27 +286,88 @@ def test_rows_resolve_at_run_time_and_bad_names_are_refused(
     assert "unknown row 'nosuch'" in capsys.readouterr().err
 
 
-def test_one_agent_env_plays_every_role_of_a_game_as_the_single_protocol_does() -> None:
-    import collabzoo
-    from collabzoo.bench.reproduce import ONE_AGENT, OneAgentEnv, one_agent_env
-    from collabzoo.envs.scripted_teams import strbuild_oracle
-    from collabzoo.envs.single import combined_answer, combined_prompt
+def test_one_agent_rows_keep_the_envs_own_mode_and_else_plan_the_joint_learners(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from collabzoo.bench.reproduce import Settings, plan, steps_per_update
 
-    env = one_agent_env("strbuild", {})
-    team = collabzoo.make("strbuild")
-    assert isinstance(env, OneAgentEnv) and env.possible_agents == [ONE_AGENT]
-    prompts, _ = env.reset(seed=3, options={"task": "LLM"})
-    observations, _ = team.reset(seed=3, options={"task": "LLM"})
-    assert prompts == {ONE_AGENT: combined_prompt(observations)}
-    answers = {role: strbuild_oracle(observations[role]) for role in team.possible_agents}
-    _, rewards, terminations, _, infos = env.step({ONE_AGENT: combined_answer(answers)})
-    _, team_rewards, team_terminations, *_ = team.step(answers)
-    assert rewards[ONE_AGENT] == sum(team_rewards.values()) / 2 > 0
-    assert terminations[ONE_AGENT] == all(team_terminations.values())
-    assert infos[ONE_AGENT]["headers_found"] == list(team.possible_agents)
-    # The writing and code tasks have a one-model mode of their own: that is the env.
-    writing = one_agent_env("tldr", {"data": "sample"})
-    assert writing.possible_agents == ["writer"]
+    rows = resolve_rows(["grpo", "ac", "magrpo"])
+    settings = Settings(
+        models=["tiny"],
+        tasks=["tldr", "strbuild"],
+        rows=rows,
+        env_steps=100,
+        env_kwargs={"tldr": {"data": "sample"}},
+    )
+    runs = {(r.task, r.row.name): r for r in plan(settings)}
+    played = {key: (r.row.protocol, r.row.learner) for key, r in runs.items()}
+    assert played == {
+        # TLDR has a one-model mode of its own (the reference's baseline): the env's one agent.
+        ("tldr", "GRPO (1 agent)"): ("single", "magrpo"),
+        ("tldr", "AC (1 agent)"): ("single", "iac"),
+        ("tldr", "MAGRPO"): ("parallel", "magrpo"),
+        # StrBuild has none: one joint policy for both builders, benched as it was trained.
+        ("strbuild", "GRPO (1 agent)"): ("joint", "joint"),
+        ("strbuild", "AC (1 agent)"): ("joint", "joint-ac"),
+        ("strbuild", "MAGRPO"): ("parallel", "magrpo"),
+    }
+    # The same budget rule: the joint learners' own K, episodes and branching over StrBuild's
+    # 4 turns (the joint actor branches at every turn, as MAGRPO; joint-ac at the first only).
+    for name, learner in (("GRPO (1 agent)", "joint"), ("AC (1 agent)", "joint-ac")):
+        train = runs[("strbuild", name)].spec["train"]
+        config = LEARNERS[learner][0]()
+        k, episodes = config.num_generations, config.rollout_buffer_size
+        expected = episodes * (k + k**2 + k**3 + k**4) if learner == "joint" else episodes * k * 4
+        assert train["steps_per_update"] == steps_per_update(config, 4) == expected
+        assert train["updates"] == -(-100 // expected)
+    # The dry run: one joint generation per training step and per bench turn.
+    argv = ["reproduce", "--quick", "--dry-run", "--tasks", "tinycoop", "--rows", "grpo,ac"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "tinycoop: no one-model mode of its own, so GRPO (1 agent) and AC (1 agent)" in out
+    table = [line.split(" | ") for line in out.splitlines()]
+    table = [cells for cells in table if cells[0] == "| tinycoop"]
+    assert [cells[1:5] for cells in table] == [
+        ["GRPO (1 agent)", "0", "joint", "joint × 1 updates"],
+        ["AC (1 agent)", "0", "joint", "joint-ac × 1 updates"],
+    ]
+    for cells in table:
+        assert cells[5] == cells[6] == "8"  # env steps = train generations: one agent
+        assert cells[7:9] == [str(QUICK_EPISODES), str(QUICK_EPISODES)]  # H = 1, one generation
+
+
+@pytest.mark.slow(seconds=40)
+def test_a_task_without_a_one_model_mode_trains_and_benches_the_joint_learners(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["reproduce", "--quick", "--tasks", "tinycoop", "--rows", "grpo,ac"]
+    assert main([*argv, "--output", str(tmp_path)]) == 0, capsys.readouterr().err
+    for row, learner in (("GRPO-1-agent", "joint"), ("AC-1-agent", "joint-ac")):
+        folder = tmp_path / "runs" / "tinycoop" / row / "seed-0"
+        done = json.loads((folder / DONE).read_text())
+        assert done["run"]["row"]["learner"] == learner
+        config = LEARNERS[learner][0]()
+        per_update = config.rollout_buffer_size * config.num_generations  # H = 1 on TinyCoop
+        assert done["train"]["env_steps"] == per_update * -(-QUICK_STEPS // per_update)
+        assert training(folder)[-1]["env_steps"] == done["train"]["env_steps"]
+        saved = {p.name for p in (folder / "train" / "final").iterdir()}
+        assert saved == (
+            {"alpha+beta"} if learner == "joint" else {"alpha+beta", "critic-alpha+beta"}
+        )
+        # Benched under `joint`: the saved joint actor, one tagged generation per turn.
+        document = json.loads((folder / done["results"]).read_text())
+        assert document["protocol"]["name"] == "joint"
+        members = document["team"]["members"]
+        assert {m["name"] for m in members.values()} == {str(folder / "train/final/alpha+beta")}
+        assert len(document["episodes"]) == QUICK_EPISODES
+        for episode in document["episodes"]:
+            (turn,) = episode["turns"]
+            (generation,) = turn["generations"]
+            assert (generation["agent"], generation["stage"]) == ("alpha+beta", "joint")
+            assert set(turn["actions"]) == {"alpha", "beta"}
+            assert generation["tokens"] <= QUICK_TOKENS
+    board = (tmp_path / "leaderboard.md").read_text()
+    assert "| GRPO (1 agent) | joint |" in board and "| AC (1 agent) | joint |" in board
 
 
 def test_one_model_per_agent_needs_a_solo_model_for_the_one_model_rows(

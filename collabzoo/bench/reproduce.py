@@ -16,8 +16,15 @@ env steps per update (`steps_per_update`).
 
 The rows: the poster's nine by their names (`POSTER_ROWS`), or any learner of
 `collabzoo.algos.LEARNERS` by its key, resolved when the plan is made, so a learner registered
-later is a row with no change here. GRPO and AC "as one agent" train MAGRPO and IAC on the task
-played by one agent (`one_agent_env`).
+later is a row with no change here.
+
+GRPO and AC "as one agent" are the papers' one-model baselines, and a task decides how they are
+trained (`MethodRow.on_task`): where the task has a one-model mode of its own (the writing and
+code tasks, `single_agent=True`: the reference's own single-agent baseline, the more faithful
+one), MAGRPO and IAC train that env's one agent, benched under `single`; elsewhere (the games)
+the joint learners train one policy that writes every role's tagged section from the joint
+prompt (`joint`: CoMLRL's CentralizedMAGRPO, and `joint-ac`: IAC's loop on the same agent),
+benched under the `joint` protocol, which asks it the prompt it was trained on.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from collabzoo.bench.columns import board_order
 from collabzoo.bench.leaderboard import _cells, _headers, leaderboard
@@ -46,13 +53,14 @@ from collabzoo.bench.runner import BenchRun, run_bench
 from collabzoo.bench.teams import parse_team, slug
 from collabzoo.envs import declared, make, resolve
 from collabzoo.envs.family import POSTER_METHODS
-from collabzoo.envs.single import SingleAgentView, supports_single_agent
+from collabzoo.envs.single import supports_single_agent
 
 MANIFEST = "manifest.json"
 DONE = "done.json"
 LEADERBOARD = "leaderboard.md"
-ONE_AGENT = "player"
-"""The one agent's name where a task has no one-model mode of its own (the games)."""
+JOINT_LEARNERS = {"magrpo": "joint", "iac": "joint-ac"}
+"""A one-agent row's learner -> the joint learner that trains the row on a task with no
+one-model mode of its own (benched with the `joint` protocol)."""
 TRAINING_COST = 3.0
 """Assumed cost of a trained generation against a sampled one: the sampling, plus the scoring
 forward and backward passes of the loss (about twice a forward)."""
@@ -71,7 +79,8 @@ class MethodRow:
     learner: str | None = None
     """A key of `collabzoo.algos.LEARNERS`; None: the model as it is."""
     one_agent: bool = False
-    """Trained and benched as one agent that plays the whole task."""
+    """Trained as one agent that plays the whole task: the env's own one-model mode where the
+    task has one, else the joint learner (`on_task`)."""
 
     @property
     def trained(self) -> bool:
@@ -79,8 +88,24 @@ class MethodRow:
 
     @property
     def solo(self) -> bool:
-        """Played by one model: the `single` protocol, and the rows trained as one agent."""
-        return self.one_agent or self.protocol == "single"
+        """Played by one model: the `single` and `joint` protocols, and the rows trained as
+        one agent."""
+        return self.one_agent or self.protocol in ("single", "joint")
+
+    def on_task(self, single_agent: bool) -> MethodRow:
+        """The row as a task plays it. A one-agent row keeps its learner on the env's own
+        one-model mode (`single_agent`: the reference's baseline); on a task without one, its
+        joint learner trains one policy for every role, benched under `joint`."""
+        if not self.one_agent or single_agent:
+            return self
+        joint = JOINT_LEARNERS.get(self.learner or "")
+        if joint is None:
+            raise ReproduceError(
+                f"row {self.name!r} plays one agent, and its learner {self.learner!r} has no "
+                f"joint learner for a task without a one-model mode (known: "
+                f"{', '.join(JOINT_LEARNERS)})"
+            )
+        return MethodRow(self.name, "joint", joint)
 
 
 POSTER_ROWS: dict[str, MethodRow] = {
@@ -95,9 +120,9 @@ POSTER_ROWS: dict[str, MethodRow] = {
     "CoLLM-CC": MethodRow("CoLLM-CC", "parallel", "cc"),
 }
 """The poster's methods in its order (the names of `POSTER_METHODS`, so that each local row
-stands beside its published one). GRPO and AC as one agent are MAGRPO and IAC with a team of
-one: the place where a joint-actor learner (one policy acting for the whole team) would take
-over, by changing these two rows' `learner` and dropping `one_agent`."""
+stands beside its published one). GRPO and AC as one agent are MAGRPO and IAC on the env's
+own one-model mode where the task has one, else the joint learners `joint` and `joint-ac`
+(`MethodRow.on_task`, `JOINT_LEARNERS`)."""
 assert list(POSTER_ROWS) == list(POSTER_METHODS), "the rows follow the poster's methods"
 
 ALIASES = {
@@ -235,12 +260,13 @@ def plan(settings: Settings) -> list[PlannedRun]:
         kwargs = dict(settings.env_kwargs.get(short, {}))
         probe = _probe(short, kwargs)
         agents = list(probe.possible_agents)
+        single_agent = supports_single_agent(resolve(short).load())
         if len(settings.models) not in (1, len(agents)):
             raise ReproduceError(
                 f"{short} has {len(agents)} agents ({', '.join(agents)}): give one model, or one "
                 f"per agent, got {len(settings.models)}"
             )
-        for row in settings.rows:
+        for row in (r.on_task(single_agent) for r in settings.rows):
             models = list(settings.models)
             if row.solo and len(set(models)) > 1:
                 if settings.solo_model is None:
@@ -362,7 +388,7 @@ class Estimate:
 
 def bench_generations_per_turn(protocol: str, agents: int, rounds: int) -> int:
     """Generations a protocol makes per env turn (what Cost counts)."""
-    if protocol == "single":
+    if protocol in ("single", "joint"):
         return 1
     if protocol == "discussion":
         return agents * (rounds + 1)
@@ -374,7 +400,7 @@ def estimate(run: PlannedRun, tokens_per_second: float) -> Estimate:
     `max_new_tokens`, sampled at `tokens_per_second`, and a trained one at `TRAINING_COST`
     times that."""
     spec = run.spec
-    agents = 1 if run.row.one_agent else len(spec["agents"])
+    agents = 1 if run.row.solo else len(spec["agents"])
     tokens = spec["bench"]["sampling"]["max_new_tokens"]
     steps = train_generations = 0
     if "train" in spec:
@@ -415,61 +441,6 @@ def split_tasks(task: str, kwargs: str, split: str) -> tuple[int | None, tuple[s
 
 
 # ----- one run --------------------------------------------------------------------------------
-class OneAgentEnv:
-    """A ParallelEnv of one agent, `player`, that plays every role of a collabzoo env through
-    its single-agent view (one combined prompt in, every role's answer out): how a learner of
-    teams trains one agent on a game, the way the bench's `single` protocol plays it."""
-
-    metadata: ClassVar[dict[str, Any]] = {"name": "one_agent", "render_modes": []}
-
-    def __init__(self, env: Any) -> None:
-        self.view = SingleAgentView(env)
-        self.possible_agents = [ONE_AGENT]
-        self.agents: list[str] = []
-
-    def observation_space(self, agent: str) -> Any:
-        return self.view.observation_space
-
-    def action_space(self, agent: str) -> Any:
-        return self.view.action_space
-
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
-        observation, info = self.view.reset(seed=seed, options=options)
-        self.agents = [ONE_AGENT]
-        return {ONE_AGENT: observation}, {ONE_AGENT: info}
-
-    def step(self, actions: Mapping[str, str]):
-        observation, reward, terminated, truncated, info = self.view.step(actions[ONE_AGENT])
-        if terminated or truncated:
-            self.agents = []
-        return (
-            {ONE_AGENT: observation},
-            {ONE_AGENT: reward},
-            {ONE_AGENT: terminated},
-            {ONE_AGENT: truncated},
-            {ONE_AGENT: info},
-        )
-
-    def state(self) -> Any:
-        return self.view.env.state()
-
-    def render(self) -> Any:
-        return self.view.render()
-
-    def close(self) -> None:
-        self.view.close()
-
-
-def one_agent_env(task: str, kwargs: Mapping[str, Any]) -> Any:
-    """The task played by one agent: the env's own one-model mode where it has one (the writing
-    and code tasks: `single_agent=True`), else every role through `OneAgentEnv`. What GRPO and
-    AC "as one agent" train on; a joint-actor learner would train the team's env instead."""
-    entry = resolve(task)
-    if supports_single_agent(entry.load()):
-        return make(entry.id, **kwargs, single_agent=True)
-    return OneAgentEnv(make(entry.id, **kwargs))
-
-
 def _train(spec: Mapping[str, Any], folder: Path) -> tuple[str, dict[str, Any]]:
     """Train the row's learner; (the bench team spec of its saved policies, what it did)."""
     import torch
@@ -491,12 +462,15 @@ def _train(spec: Mapping[str, Any], folder: Path) -> tuple[str, dict[str, Any]]:
         dtype=spec["dtype"],
     )
 
-    def make_env() -> Any:
-        if row["one_agent"]:
-            return one_agent_env(task, kwargs)
+    def make_env() -> Any:  # a joint learner wraps the team's env itself
+        if row["one_agent"]:  # the env's own one-model mode (`MethodRow.on_task`)
+            return make(resolve(task).id, **kwargs, single_agent=True)
         return make(resolve(task).id, **kwargs)
 
     agents = list(make_env().possible_agents)
+    policy_agents = getattr(trainer_class, "policy_agents", None)  # a joint learner's one agent
+    if policy_agents is not None:
+        agents = list(policy_agents(make_env()))
     torch.manual_seed(spec["seed"])
     models = spec["models"]
     dtype = None if spec["dtype"] == "auto" else spec["dtype"]
@@ -519,6 +493,7 @@ def _train(spec: Mapping[str, Any], folder: Path) -> tuple[str, dict[str, Any]]:
     finally:
         trainer.close()
     # One agent: its own folder, which plays every role (a critic, if any, stays beside it).
+    # A joint actor's `final/` loads as one model for every role, as the `joint` protocol asks.
     target = saved / agents[0] if row["one_agent"] and (saved / agents[0]).is_dir() else saved
     done = {"updates": trainer.update, "env_steps": steps, "last": last}
     return f"hf:{target}", done
@@ -832,6 +807,13 @@ def dry_run(runs: Sequence[PlannedRun], output: Path, tokens_per_second: float) 
         kwargs = json.dumps(first.spec["env_kwargs"])
         for note in split_tasks(task, kwargs, first.spec["bench"]["split"])[1]:
             lines.append(f"{task}: {note}")
+        joint = [r.row.name for r in runs if r.task == task and r.row.protocol == "joint"]
+        if joint:
+            lines.append(
+                f"{task}: no one-model mode of its own, so {' and '.join(dict.fromkeys(joint))} "
+                "train a joint learner (one policy writing every role's section), benched "
+                "under `joint`."
+            )
     if unknown:
         missing = ", ".join(sorted(set(unknown)))
         lines.append(
@@ -844,11 +826,11 @@ def dry_run(runs: Sequence[PlannedRun], output: Path, tokens_per_second: float) 
 __all__ = [
     "ALIASES",
     "DONE",
+    "JOINT_LEARNERS",
     "MANIFEST",
     "POSTER_ROWS",
     "Estimate",
     "MethodRow",
-    "OneAgentEnv",
     "PlannedRun",
     "ReproduceError",
     "Settings",
@@ -856,7 +838,6 @@ __all__ = [
     "estimate",
     "execute_run",
     "finished",
-    "one_agent_env",
     "pending_runs",
     "plan",
     "render",
