@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_table import markdown_table, results_path, write_results
-from side_by_side import headline_against_reference, medians, time_rounds, timed
+from side_by_side import headline_against_reference, medians, speed_rows, time_rounds, timed
 
 import collabzoo
 from collabzoo.tasks.bfcl.envs.data import NATIVE_CATEGORIES
@@ -165,18 +165,11 @@ def main(argv: list[str] | None = None) -> int:
 def bfcl_scoring_table(results: dict[str, Any]) -> str:
     """Each way's median pass over the pairs, per pair, and its speed against the reference's."""
     pairs = results["pairs"]
-    median = medians(results["seconds"])
-    reference = median["reference"]
-    cells = []
-    for way in WAYS:
-        cells.append(
-            [
-                way,
-                f"{median[way] * 1e3:.1f} ms",
-                f"{median[way] / pairs * 1e6:.0f} µs",
-                f"{reference / median[way]:.2f}×",
-            ]
-        )
+    cells = speed_rows(
+        results["seconds"],
+        WAYS,
+        lambda median: [f"{median * 1e3:.1f} ms", f"{median / pairs * 1e6:.0f} µs"],
+    )
     header = ["scoring", f"{pairs} pairs (median of {results['rounds']})", "a pair", "speed"]
     return markdown_table(header, cells, "lrrr")
 

@@ -34,7 +34,13 @@ from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from minecraft_reference import BRIDGE_FILE, bridge_turn, load_reference, write_conformance
+from minecraft_reference import (
+    BRIDGE_FILE,
+    bridge_turn,
+    load_reference,
+    team_answers,
+    write_conformance,
+)
 
 import collabzoo
 from collabzoo.tasks.bridgebuild import teams
@@ -130,14 +136,10 @@ def play(
     policy = teams.bridgebuild_naive if kind == "naive" else teams.bridgebuild_oracle
     observations, _ = env.reset(seed=0, options={"task": task.task_id})
     state = ref.make_initial_state(task, num_agents=2, max_turns=MAX_TURNS)
-    turns = []
+    spoil = (lambda a: garble(a, rng)) if kind == "messy" else None
+    turns: list[dict[str, Any]] = []
     while True:
-        if env.agents:
-            answers = [policy(observations[a]) for a in env.possible_agents]
-            if kind == "messy":
-                answers = [garble(a, rng) for a in answers]
-        else:  # the episode is over here too: the frozen turn gets the last answers again
-            answers = turns[-1]["answers"]
+        answers = team_answers(env, observations, policy, spoil, turns)
         frozen = state.terminated
         result = bridge_turn(ref, task, state, answers, max_probe=2)
         turn = record_turn(ref, task, result, answers)

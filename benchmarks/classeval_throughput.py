@@ -46,7 +46,7 @@ from classeval_conformance import (
     run_in_image,
 )
 from results_table import markdown_table, results_path, write_results
-from side_by_side import headline_against_reference, medians, time_rounds
+from side_by_side import headline_against_reference, medians, speed_rows, time_rounds
 
 from collabzoo.sandbox import get_sandbox
 from collabzoo.tasks.classeval.rewards import ClassTask, evaluate_batch
@@ -182,18 +182,9 @@ def classeval_throughput_table(results: dict[str, Any]) -> str:
     """Each way's median pass over the episodes, episodes a second, and the speed against the
     reference's."""
     episodes = results["episodes"]
-    median = medians(results["seconds"])
-    reference = median["reference"]
-    cells = []
-    for way in WAYS:
-        cells.append(
-            [
-                way,
-                f"{median[way]:.1f} s",
-                f"{episodes / median[way]:.2f}",
-                f"{reference / median[way]:.2f}×",
-            ]
-        )
+    cells = speed_rows(
+        results["seconds"], WAYS, lambda median: [f"{median:.1f} s", f"{episodes / median:.2f}"]
+    )
     header = [
         "runner",
         f"{episodes} episodes (median of {results['rounds']})",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -82,6 +83,22 @@ def gather_payload(ref: ModuleType, task: Any) -> dict[str, Any]:
         user_template_agent2="",
         reward_config=GATHER_CONFIG,
     )
+
+
+def team_answers(
+    env: Any,
+    observations: dict[str, str],
+    policy: Callable[[str], str],
+    spoil: Callable[[str], str] | None,
+    turns: list[dict[str, Any]],
+) -> list[str]:
+    """A conformance episode's answers this turn: the scripted team's to collabzoo's prompts,
+    each passed through `spoil` if given; once collabzoo's episode is over (the reference plays
+    one turn more), the last turn's answers again."""
+    if not env.agents:
+        return turns[-1]["answers"]
+    answers = [policy(observations[a]) for a in env.possible_agents]
+    return [spoil(a) for a in answers] if spoil is not None else answers
 
 
 def write_conformance(

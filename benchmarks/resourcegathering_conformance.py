@@ -37,7 +37,13 @@ from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from minecraft_reference import GATHER_FILE, gather_payload, load_reference, write_conformance
+from minecraft_reference import (
+    GATHER_FILE,
+    gather_payload,
+    load_reference,
+    team_answers,
+    write_conformance,
+)
 
 import collabzoo
 from collabzoo.tasks.resourcegathering import teams
@@ -120,15 +126,11 @@ def play(ref: ModuleType, task: Any, env: Any, kind: str, rng: random.Random, na
     policy = teams.resourcegathering_naive if kind == "naive" else teams.resourcegathering_oracle
     observations, _ = env.reset(seed=0, options={"task": task.task_id})
     payload = gather_payload(ref, task)
+    spoil = (lambda a: garble(a, rng)) if kind == "messy" else None
     turns: list[dict] = []
     while True:
         over = ref.payload_to_state(payload).terminated
-        if env.agents:
-            answers = [policy(observations[a]) for a in env.possible_agents]
-            if kind == "messy":
-                answers = [garble(a, rng) for a in answers]
-        else:
-            answers = turns[-1]["answers"]
+        answers = team_answers(env, observations, policy, spoil, turns)
         payload, metrics, decoded = ref.transition_payload(
             payload=payload, agent_completions=answers, num_agents=2
         )

@@ -64,6 +64,18 @@ def medians(seconds: Mapping[str, Sequence[float]]) -> dict[str, float]:
     return {way: statistics.median(runs) for way, runs in seconds.items()}
 
 
+def speed_rows(
+    seconds: Mapping[str, Sequence[float]],
+    ways: Sequence[str],
+    figures: Callable[[float], list[str]],
+    reference: str = "reference",
+) -> list[list[str]]:
+    """A table row for each way: its name, `figures(its median seconds)`, and its speed against
+    the reference's ("1.28×": the reference's median over its own)."""
+    median = medians(seconds)
+    return [[way, *figures(median[way]), f"{median[reference] / median[way]:.2f}×"] for way in ways]
+
+
 def headline_against_reference(
     results: Mapping[str, Any],
     benchmark: str,
