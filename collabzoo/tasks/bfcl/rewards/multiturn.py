@@ -22,10 +22,13 @@ from dataclasses import dataclass
 from collabzoo.rewards.breakdown import RewardBreakdown
 from collabzoo.tasks.bfcl.rewards.ast_match import AstVerdict, ordered_ast_match
 from collabzoo.tasks.bfcl.rewards.matching import CallTask, Table, similarities
-from collabzoo.tasks.bfcl.rewards.native import STRING_ARGUMENTS, CallScore, decoded
-from collabzoo.tasks.bfcl.rewards.parsing import ToolCall, dedupe, parse_calls
+from collabzoo.tasks.bfcl.rewards.native import CallScore, decoded
+from collabzoo.tasks.bfcl.rewards.parsing import ToolCall, dedupe
 from collabzoo.tasks.bfcl.rewards.team_terms import (
+    check_string_arguments,
     clamp_total,
+    guarded_verdict,
+    parse_answers,
     team_components,
     team_metrics,
     team_terms,
@@ -54,10 +57,7 @@ class MultiTurnRules:
     string_arguments: str = "coerce"
 
     def __post_init__(self) -> None:
-        if self.string_arguments not in STRING_ARGUMENTS:
-            raise ValueError(
-                f"string_arguments must be one of {STRING_ARGUMENTS}, got {self.string_arguments!r}"
-            )
+        check_string_arguments(self.string_arguments)
 
 
 def alignment(table: Table, gold_count: int) -> float:
@@ -94,10 +94,9 @@ def ordered_exact(table: Table, gold_count: int) -> bool:
 
 
 def checked_ordered_ast(task: CallTask, calls: Sequence[ToolCall]) -> AstVerdict:
-    try:
-        return ordered_ast_match(task.functions, decoded(calls), task.ground_truth)
-    except (KeyError, TypeError, AttributeError, StopIteration):
-        return AstVerdict(False, "ast_checker:unreadable_schema_or_answer")
+    return guarded_verdict(
+        lambda: ordered_ast_match(task.functions, decoded(calls), task.ground_truth)
+    )
 
 
 def score_multiturn(
@@ -106,10 +105,7 @@ def score_multiturn(
     """The team reward of one flattened multi-turn step, agent answers in agent order."""
     rules = rules or MultiTurnRules()
     gold = task.gold
-    parsed = [
-        parse_calls(text or "", task.order, string_arguments=rules.string_arguments)
-        for text in answers
-    ]
+    parsed = parse_answers(answers, task, rules.string_arguments)
     per_agent = [dedupe(p.calls) for p in parsed]
     team = [c for calls in per_agent for c in calls]
 

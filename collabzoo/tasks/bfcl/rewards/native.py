@@ -26,14 +26,15 @@ from collabzoo.rewards.breakdown import RewardBreakdown
 from collabzoo.tasks.bfcl.rewards.ast_match import AstVerdict, ast_match
 from collabzoo.tasks.bfcl.rewards.matching import CallTask
 from collabzoo.tasks.bfcl.rewards.parsing import (
-    STRING_ARGUMENTS,
     ParsedCalls,
     ToolCall,
     dedupe,
-    parse_calls,
 )
 from collabzoo.tasks.bfcl.rewards.team_terms import (
+    check_string_arguments,
     clamp_total,
+    guarded_verdict,
+    parse_answers,
     team_components,
     team_metrics,
     team_terms,
@@ -67,10 +68,7 @@ class NativeRules:
                 f"self_duplicate_mode must be one of {SELF_DUPLICATE_MODES}, "
                 f"got {self.self_duplicate_mode!r}"
             )
-        if self.string_arguments not in STRING_ARGUMENTS:
-            raise ValueError(
-                f"string_arguments must be one of {STRING_ARGUMENTS}, got {self.string_arguments!r}"
-            )
+        check_string_arguments(self.string_arguments)
 
 
 NATIVE_MAX = 1.10
@@ -96,10 +94,9 @@ def decoded(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
 
 def checked_ast(task: CallTask, calls: Sequence[ToolCall]) -> AstVerdict:
     """BFCL's verdict; a schema the checker cannot read (it would raise) fails the row."""
-    try:
-        return ast_match(task.functions, decoded(calls), task.ground_truth, task.category)
-    except (KeyError, TypeError, AttributeError, StopIteration):
-        return AstVerdict(False, "ast_checker:unreadable_schema_or_answer")
+    return guarded_verdict(
+        lambda: ast_match(task.functions, decoded(calls), task.ground_truth, task.category)
+    )
 
 
 def score_native(
@@ -108,10 +105,7 @@ def score_native(
     """The team reward of one native parallel turn, agent answers in agent order."""
     rules = rules or NativeRules()
     gold = task.gold
-    parsed = [
-        parse_calls(text or "", task.order, string_arguments=rules.string_arguments)
-        for text in answers
-    ]
+    parsed = parse_answers(answers, task, rules.string_arguments)
     raw = [p.calls for p in parsed]
     per_agent = [dedupe(calls) for calls in raw]
     team = dedupe(c for calls in per_agent for c in calls)

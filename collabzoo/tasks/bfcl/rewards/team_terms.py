@@ -1,6 +1,7 @@
-"""The terms both BFCL rewards compute alike from a team's calls (the reference's native and
-multi-turn reward files repeat them): parse, name F1 and argument match, the count, balance,
-overlap, lazy and extra-call terms, their weighted components, the clamp, and their metrics.
+"""What both BFCL rewards do alike (the reference's native and multi-turn reward files repeat
+it): reading the agents' answers, the terms computed from the team's calls (parse, name F1 and
+argument match, the count, balance, overlap, lazy and extra-call terms), their weighted
+components, the clamp, the AST verdict's guard, and the metrics.
 
 Each reward adds its own terms in its own place (`score_native`, `score_multiturn`); the
 components keep the reference's order, so their sum is the reference's unclamped reward.
@@ -8,12 +9,13 @@ components keep the reference's order, so their sum is the reference's unclamped
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from collabzoo.tasks.bfcl.rewards.ast_match import AstVerdict
 from collabzoo.tasks.bfcl.rewards.matching import (
+    CallTask,
     GoldCall,
     Table,
     balance,
@@ -21,7 +23,12 @@ from collabzoo.tasks.bfcl.rewards.matching import (
     function_f1,
     greedy_match,
 )
-from collabzoo.tasks.bfcl.rewards.parsing import ToolCall
+from collabzoo.tasks.bfcl.rewards.parsing import (
+    STRING_ARGUMENTS,
+    ParsedCalls,
+    ToolCall,
+    parse_calls,
+)
 
 
 class TeamWeights(Protocol):
@@ -49,6 +56,31 @@ class TeamWeights(Protocol):
     def min_reward(self) -> float: ...
     @property
     def max_reward(self) -> float: ...
+
+
+def check_string_arguments(string_arguments: str) -> None:
+    """A rules' `string_arguments` is one of `STRING_ARGUMENTS`, or a clear error."""
+    if string_arguments not in STRING_ARGUMENTS:
+        raise ValueError(
+            f"string_arguments must be one of {STRING_ARGUMENTS}, got {string_arguments!r}"
+        )
+
+
+def parse_answers(
+    answers: Sequence[str], task: CallTask, string_arguments: str
+) -> list[ParsedCalls]:
+    """Each agent's answer read into calls (a missing answer reads as empty)."""
+    return [
+        parse_calls(text or "", task.order, string_arguments=string_arguments) for text in answers
+    ]
+
+
+def guarded_verdict(check: Callable[[], AstVerdict]) -> AstVerdict:
+    """BFCL's verdict from `check`; a schema the checker cannot read (it would raise) fails."""
+    try:
+        return check()
+    except (KeyError, TypeError, AttributeError, StopIteration):
+        return AstVerdict(False, "ast_checker:unreadable_schema_or_answer")
 
 
 @dataclass(frozen=True)
