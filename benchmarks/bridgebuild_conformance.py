@@ -183,12 +183,13 @@ def main() -> None:
                         "turns": play(ref, task, env, kind, rng, document["metric_keys"]),
                     }
                 )
-    scripted = (
-        f"episodes of kinds {', '.join(KINDS)}: benchmarks/bridgebuild_conformance.py (seed "
-        f"{SEED}), apply_turn of {BRIDGE_FILE}@{PINNED} on the CoMLRL path (view 3, 2 probes, "
-        "40 commands, oak_planks for both, 4 turns), observations by its get_agent_observation"
+    how = (
+        f"apply_turn of {BRIDGE_FILE}@{PINNED} on the CoMLRL path (view 3, 2 probes, 40 commands, "
+        "oak_planks for both, 4 turns), observations by its get_agent_observation"
     )
-    write_conformance(args.output, document, kept, added, scripted)
+    write_conformance(
+        args.output, document, kept, added, "bridgebuild_conformance.py", KINDS, SEED, how
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -106,12 +106,17 @@ def write_conformance(
     document: dict[str, Any],
     kept: list[dict[str, Any]],
     added: list[dict[str, Any]],
-    scripted: str,
+    script: str,
+    kinds: Sequence[str],
+    seed: int,
+    how: str,
 ) -> None:
-    """Write a conformance set: the episodes kept, then those added, `scripted` saying how the
-    added ones were made."""
+    """Write a conformance set: the episodes kept, then those added, its provenance saying that
+    `script` (a file of benchmarks/) added episodes of `kinds` with `seed`, and `how`."""
     document["episodes"] = kept + added
-    document["provenance"]["scripted"] = scripted
+    document["provenance"]["scripted"] = (
+        f"episodes of kinds {', '.join(kinds)}: benchmarks/{script} (seed {seed}), {how}"
+    )
     text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
     output.write_text(text + "\n", encoding="utf-8")
     print(f"{len(kept)} episodes kept, {len(added)} added: {output}")

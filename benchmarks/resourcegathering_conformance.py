@@ -176,12 +176,13 @@ def main() -> None:
                     "turns": play(ref, task, env, kind, rng, document["metric_names"]),
                 }
             )
-    scripted = (
-        f"episodes of kinds {', '.join(KINDS)}: benchmarks/resourcegathering_conformance.py "
-        f"(seed {SEED}), transition_payload of {GATHER_FILE}@27ee8a8 with the reference config, "
-        "until the reference's game is over, then one more turn"
+    how = (
+        f"transition_payload of {GATHER_FILE}@27ee8a8 with the reference config, until the "
+        "reference's game is over, then one more turn"
     )
-    write_conformance(args.output, document, kept, added, scripted)
+    write_conformance(
+        args.output, document, kept, added, "resourcegathering_conformance.py", KINDS, SEED, how
+    )
 
 
 if __name__ == "__main__":
