@@ -23,15 +23,14 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_table import markdown_table, results_path, write_results
+from side_by_side import headline_against_reference, medians, speed_rows, time_rounds, timed
 
 import collabzoo
 from collabzoo.tasks.bfcl.envs.data import NATIVE_CATEGORIES
@@ -102,10 +101,11 @@ def scorers(reference: str) -> dict[str, Callable[[dict[str, Any]], float]]:
 
 
 def timed_pass(score: Callable[[dict[str, Any]], float], pairs: list[dict[str, Any]]) -> float:
-    started = time.perf_counter()
-    for pair in pairs:
-        score(pair)
-    return time.perf_counter() - started
+    def one_pass() -> None:
+        for pair in pairs:
+            score(pair)
+
+    return timed(one_pass)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,20 +134,16 @@ def main(argv: list[str] | None = None) -> int:
             assert abs(ways[way](pair) - want) <= 1e-6, (pair["case"]["id"], way)
     for way in WAYS:  # warm-up: imports, regex caches, the rows' kept gold calls
         timed_pass(ways[way], pairs)
-    runs: dict[str, list[float]] = {way: [] for way in WAYS}
-    for round_ in range(args.rounds):  # rotate which goes first
-        order = WAYS[round_ % 3 :] + WAYS[: round_ % 3]
-        for way in order:
-            runs[way].append(timed_pass(ways[way], pairs))
-    medians = {way: statistics.median(runs[way]) for way in WAYS}
+    runs = time_rounds(WAYS, args.rounds, lambda way: timed_pass(ways[way], pairs), "rotate")
+    median = medians(runs)
     native = sum(p["case"]["variant"] == "native" for p in pairs)
     multiturn = len(pairs) - native
     print(f"{len(pairs)} pairs ({native} native, {multiturn} multi-turn), {args.rounds} rounds")
     for way in WAYS:
-        per_pair = medians[way] / len(pairs) * 1e6
-        print(f"{way}: {medians[way] * 1e3:.1f} ms a pass, {per_pair:.0f} us a pair")
-    ratio = medians["reference"] / medians["collabzoo"]
-    fresh = medians["reference"] / medians["collabzoo fresh"]
+        per_pair = median[way] / len(pairs) * 1e6
+        print(f"{way}: {median[way] * 1e3:.1f} ms a pass, {per_pair:.0f} us a pair")
+    ratio = median["reference"] / median["collabzoo"]
+    fresh = median["reference"] / median["collabzoo fresh"]
     print(f"collabzoo {ratio:.2f}x the reference's speed ({fresh:.2f}x fresh)")
     if args.json:
         report = {
@@ -169,34 +165,26 @@ def main(argv: list[str] | None = None) -> int:
 def bfcl_scoring_table(results: dict[str, Any]) -> str:
     """Each way's median pass over the pairs, per pair, and its speed against the reference's."""
     pairs = results["pairs"]
-    reference = statistics.median(results["seconds"]["reference"])
-    cells = []
-    for way in WAYS:
-        median = statistics.median(results["seconds"][way])
-        cells.append(
-            [
-                way,
-                f"{median * 1e3:.1f} ms",
-                f"{median / pairs * 1e6:.0f} µs",
-                f"{reference / median:.2f}×",
-            ]
-        )
+    cells = speed_rows(
+        results["seconds"],
+        WAYS,
+        lambda median: [f"{median * 1e3:.1f} ms", f"{median / pairs * 1e6:.0f} µs"],
+    )
     header = ["scoring", f"{pairs} pairs (median of {results['rounds']})", "a pair", "speed"]
     return markdown_table(header, cells, "lrrr")
 
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:
-    seconds = results["seconds"]
-    reference = statistics.median(seconds["reference"])
-    ours = statistics.median(seconds["collabzoo"])
     pairs = results["pairs"]
-    return {
-        "benchmark": "BFCL scoring",
-        "figure": f"{ours / pairs * 1e6:.0f} µs a pair against the reference's "
-        f"{reference / pairs * 1e6:.0f} µs, AST match included",
-        "ratio": round(reference / ours, 2),
-        "section": "BFCL scoring",
-    }
+    return headline_against_reference(
+        results,
+        "BFCL scoring",
+        "collabzoo",
+        lambda reference, ours: (
+            f"{ours / pairs * 1e6:.0f} µs a pair against the reference's "
+            f"{reference / pairs * 1e6:.0f} µs, AST match included"
+        ),
+    )
 
 
 if __name__ == "__main__":

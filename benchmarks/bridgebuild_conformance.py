@@ -26,7 +26,6 @@ commit (the file is not in that repository's git history; it was read from a pub
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import random
 import sys
@@ -34,28 +33,23 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from minecraft_reference import (
+    BRIDGE_FILE,
+    bridge_turn,
+    load_reference,
+    team_answers,
+    write_conformance,
+)
+
 import collabzoo
 from collabzoo.tasks.bridgebuild import teams
 
 FILES = ("data.json", "data2.json", "diag.json")
 KINDS = ("oracle", "naive", "messy")
 SEED = 20261207
-BLOCKS = [["oak_planks"], ["oak_planks"]]
-REFERENCE_FILE = "bridge_build/utils/bridge_builder.py"
 PINNED = "25a7971dba40749d364b0ae96ca6c2a79dfa7e68"
 MAX_TURNS = 4
-
-
-def load_reference(folder: Path) -> ModuleType:
-    path = folder / REFERENCE_FILE
-    if not path.is_file():
-        raise SystemExit(f"--reference: no {REFERENCE_FILE} under {folder}")
-    spec = importlib.util.spec_from_file_location("reference_bridge_builder", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def garble(answer: str, rng: random.Random) -> str:
@@ -142,24 +136,12 @@ def play(
     policy = teams.bridgebuild_naive if kind == "naive" else teams.bridgebuild_oracle
     observations, _ = env.reset(seed=0, options={"task": task.task_id})
     state = ref.make_initial_state(task, num_agents=2, max_turns=MAX_TURNS)
-    turns = []
+    spoil = (lambda a: garble(a, rng)) if kind == "messy" else None
+    turns: list[dict[str, Any]] = []
     while True:
-        if env.agents:
-            answers = [policy(observations[a]) for a in env.possible_agents]
-            if kind == "messy":
-                answers = [garble(a, rng) for a in answers]
-        else:  # the episode is over here too: the frozen turn gets the last answers again
-            answers = turns[-1]["answers"]
+        answers = team_answers(env, observations, policy, spoil, turns)
         frozen = state.terminated
-        result = ref.apply_turn(
-            task=task,
-            state=state,
-            agent_outputs=answers,
-            allowed_blocks_per_agent=BLOCKS,
-            max_commands_total=40,
-            view=3,
-            max_probe=2,
-        )
+        result = bridge_turn(ref, task, state, answers, max_probe=2)
         turn = record_turn(ref, task, result, answers)
         turn["metrics"] = [result.metrics.get(k) for k in metric_keys]
         turns.append(turn)
@@ -180,7 +162,7 @@ def main() -> None:
         default=Path(__file__).resolve().parents[1] / "tests/data/bridgebuild_conformance.json",
     )
     args = parser.parse_args()
-    ref = load_reference(args.reference)
+    ref = load_reference(args.reference, BRIDGE_FILE, "reference_bridge_builder")
     document = json.loads(args.output.read_text(encoding="utf-8"))
     kept = [e for e in document["episodes"] if e["kind"] not in KINDS]
     rng = random.Random(SEED)
@@ -201,15 +183,13 @@ def main() -> None:
                         "turns": play(ref, task, env, kind, rng, document["metric_keys"]),
                     }
                 )
-    document["episodes"] = kept + added
-    document["provenance"]["scripted"] = (
-        f"episodes of kinds {', '.join(KINDS)}: benchmarks/bridgebuild_conformance.py (seed "
-        f"{SEED}), apply_turn of {REFERENCE_FILE}@{PINNED} on the CoMLRL path (view 3, 2 probes, "
-        "40 commands, oak_planks for both, 4 turns), observations by its get_agent_observation"
+    how = (
+        f"apply_turn of {BRIDGE_FILE}@{PINNED} on the CoMLRL path (view 3, 2 probes, 40 commands, "
+        "oak_planks for both, 4 turns), observations by its get_agent_observation"
     )
-    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
-    args.output.write_text(text + "\n", encoding="utf-8")
-    print(f"{len(kept)} episodes kept, {len(added)} added: {args.output}")
+    write_conformance(
+        args.output, document, kept, added, "bridgebuild_conformance.py", KINDS, SEED, how
+    )
 
 
 if __name__ == "__main__":

@@ -374,6 +374,14 @@ def score_with_reference(
     reference: Path, rows: list[dict[str, Any]], cases: list[dict[str, Any]], image: str
 ) -> list[dict[str, Any]]:
     """The reference's results for `cases`, computed in a container of `image`."""
+    return run_in_image(reference, image, SCORER, {"rows": rows, "cases": cases})
+
+
+def run_in_image(reference: Path, image: str, script: str, given: dict[str, Any]) -> Any:
+    """What `script` writes, run with the reference mounted in a hardened, offline container of
+    `image` (ClassEval's sandbox image), with autopep8 and pycodestyle beside it as the reference
+    imports them: the script gets the JSON of `given` as its first argument's file and writes
+    its JSON answer to its second's."""
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         site = work / "site"
@@ -381,12 +389,12 @@ def score_with_reference(
         for module in (autopep8, pycodestyle):
             source = Path(module.__file__)
             (site / source.name).write_text(source.read_text())
-        (work / "scorer.py").write_text(SCORER)
-        (work / "in.json").write_text(json.dumps({"rows": rows, "cases": cases}))
+        (work / "script.py").write_text(script)
+        (work / "in.json").write_text(json.dumps(given))
         out = work / "out"
         out.mkdir()
         out.chmod(0o777)
-        for path in (work, site, work / "scorer.py", work / "in.json"):
+        for path in (work, site, work / "script.py", work / "in.json"):
             path.chmod(0o755 if path.is_dir() else 0o644)
         command = [
             "docker", "run", "--rm", "--network", "none", "--read-only",
@@ -396,10 +404,10 @@ def score_with_reference(
             "-e", "PYTHONPATH=/site", "-e", "PYTHONDONTWRITEBYTECODE=1",
             "-v", f"{reference.resolve()}:/ref/LLM_Collab_Code_Completion:ro",
             "-v", f"{site}:/site:ro", "-v", f"{work}:/io:ro", "-v", f"{out}:/out",
-            image, "python3", "/io/scorer.py", "/io/in.json", "/out/results.json",
+            image, "python3", "/io/script.py", "/io/in.json", "/out/answer.json",
         ]  # fmt: skip
         subprocess.run(command, check=True)
-        return json.loads((out / "results.json").read_text())
+        return json.loads((out / "answer.json").read_text())
 
 
 def answers_digest(answers: list[str]) -> str:

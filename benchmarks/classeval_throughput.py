@@ -32,20 +32,21 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import autopep8
-import pycodestyle
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from classeval_conformance import MACHINE_DEPENDENT, REFERENCE, classeval_image, reference_commit
+from classeval_conformance import (
+    MACHINE_DEPENDENT,
+    REFERENCE,
+    classeval_image,
+    reference_commit,
+    run_in_image,
+)
 from results_table import markdown_table, results_path, write_results
+from side_by_side import headline_against_reference, medians, speed_rows, time_rounds
 
 from collabzoo.sandbox import get_sandbox
 from collabzoo.tasks.classeval.rewards import ClassTask, evaluate_batch
@@ -91,32 +92,7 @@ def run_reference(
     reference: Path, image: str, rows: list[dict[str, Any]], turns: list[Any], rounds: int
 ) -> list[dict[str, Any]]:
     """The reference's rounds, timed inside one container of `image` (its start not timed)."""
-    with tempfile.TemporaryDirectory() as folder:
-        work = Path(folder)
-        site = work / "site"
-        site.mkdir()
-        for module in (autopep8, pycodestyle):
-            source = Path(module.__file__)
-            (site / source.name).write_text(source.read_text())
-        (work / "driver.py").write_text(DRIVER)
-        (work / "in.json").write_text(json.dumps({"rows": rows, "turns": turns, "rounds": rounds}))
-        out = work / "out"
-        out.mkdir()
-        out.chmod(0o777)
-        for path in (work, site, work / "driver.py", work / "in.json"):
-            path.chmod(0o755 if path.is_dir() else 0o644)
-        command = [
-            "docker", "run", "--rm", "--network", "none", "--read-only",
-            "--tmpfs", "/tmp:size=256m,mode=1777", "--user", "65534:65534",
-            "--memory", "2g", "--pids-limit", "256", "--cap-drop", "ALL",
-            "--security-opt", "no-new-privileges",
-            "-e", "PYTHONPATH=/site", "-e", "PYTHONDONTWRITEBYTECODE=1",
-            "-v", f"{reference.resolve()}:/ref/LLM_Collab_Code_Completion:ro",
-            "-v", f"{site}:/site:ro", "-v", f"{work}:/io:ro", "-v", f"{out}:/out",
-            image, "python3", "/io/driver.py", "/io/in.json", "/out/rounds.json",
-        ]  # fmt: skip
-        subprocess.run(command, check=True)
-        return json.loads((out / "rounds.json").read_text())
+    return run_in_image(reference, image, DRIVER, {"rows": rows, "turns": turns, "rounds": rounds})
 
 
 def run_ours(
@@ -153,37 +129,37 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [ClassTask.from_record(r) for r in rows]
     turns = episode_turns(rows)
     image = classeval_image()
-    seconds: dict[str, list[float]] = {way: [] for way in WAYS}
     compared = set(range(len(rows))) - set(MACHINE_DEPENDENT)
+    totals: dict[str, list[list[float]]] = {}  # the round's latest, the reference's and ours
+
+    def check_round(_: int) -> None:
+        differing = [
+            (turn, task)
+            for turn in range(len(turns))
+            for task in sorted(compared)
+            if abs(totals["reference"][turn][task] - totals["ours"][turn][task]) > TOLERANCE
+        ]
+        if differing:
+            raise SystemExit(f"the rewards differ on (turn, task) {differing}")
+
     with get_sandbox("docker", size=args.workers, packages=SANDBOX_PACKAGES) as sandbox:
+
+        def run(way: str) -> float:
+            if way == "reference":
+                ran = run_reference(args.reference, image, rows, turns, 1)[0]
+                totals["reference"] = ran["totals"]
+                return ran["seconds"]
+            took, totals["ours"] = run_ours(sandbox, tasks, turns, way != "collabzoo pool")
+            return took
+
         warm_up = [{k: v[:4] for k, v in turns[0].items()}]  # the containers, started
         run_ours(sandbox, tasks[:4], warm_up, one_at_a_time=False)
-        for round_ in range(args.rounds):
-            order = WAYS if round_ % 2 == 0 else WAYS[::-1]
-            for way in order:
-                if way == "reference":
-                    ran = run_reference(args.reference, image, rows, turns, 1)[0]
-                    took, totals = ran["seconds"], ran["totals"]
-                else:
-                    took, totals = run_ours(sandbox, tasks, turns, way != "collabzoo pool")
-                seconds[way].append(took)
-                if way == "reference":
-                    reference_totals = totals
-                else:
-                    ours_totals = totals
-            differing = [
-                (turn, task)
-                for turn in range(len(turns))
-                for task in sorted(compared)
-                if abs(reference_totals[turn][task] - ours_totals[turn][task]) > TOLERANCE
-            ]
-            if differing:
-                raise SystemExit(f"the rewards differ on (turn, task) {differing}")
+        seconds = time_rounds(WAYS, args.rounds, run, "reverse", after_round=check_round)
     episodes = len(rows)
-    medians = {way: statistics.median(seconds[way]) for way in WAYS}
+    median = medians(seconds)
     for way in WAYS:
-        print(f"{way}: {medians[way]:.1f} s for {episodes} episodes, "
-              f"{episodes / medians[way]:.2f} episodes/s")  # fmt: skip
+        print(f"{way}: {median[way]:.1f} s for {episodes} episodes, "
+              f"{episodes / median[way]:.2f} episodes/s")  # fmt: skip
     if args.json:
         report = {
             "episodes": episodes,
@@ -206,18 +182,9 @@ def classeval_throughput_table(results: dict[str, Any]) -> str:
     """Each way's median pass over the episodes, episodes a second, and the speed against the
     reference's."""
     episodes = results["episodes"]
-    reference = statistics.median(results["seconds"]["reference"])
-    cells = []
-    for way in WAYS:
-        median = statistics.median(results["seconds"][way])
-        cells.append(
-            [
-                way,
-                f"{median:.1f} s",
-                f"{episodes / median:.2f}",
-                f"{reference / median:.2f}×",
-            ]
-        )
+    cells = speed_rows(
+        results["seconds"], WAYS, lambda median: [f"{median:.1f} s", f"{episodes / median:.2f}"]
+    )
     header = [
         "runner",
         f"{episodes} episodes (median of {results['rounds']})",
@@ -228,17 +195,16 @@ def classeval_throughput_table(results: dict[str, Any]) -> str:
 
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:
-    seconds = results["seconds"]
     episodes = results["episodes"]
-    reference = statistics.median(seconds["reference"])
-    ours = statistics.median(seconds["collabzoo pool"])
-    return {
-        "benchmark": "ClassEval episodes",
-        "figure": f"the sandbox pool {episodes / ours:.2f} episodes/s, the reference's runner "
-        f"{episodes / reference:.2f}",
-        "ratio": round(reference / ours, 2),
-        "section": "ClassEval episodes",
-    }
+    return headline_against_reference(
+        results,
+        "ClassEval episodes",
+        "collabzoo pool",
+        lambda reference, ours: (
+            f"the sandbox pool {episodes / ours:.2f} episodes/s, the "
+            f"reference's runner {episodes / reference:.2f}"
+        ),
+    )
 
 
 if __name__ == "__main__":

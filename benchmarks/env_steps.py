@@ -34,7 +34,6 @@ import argparse
 import importlib
 import importlib.util
 import itertools
-import os
 import platform
 import random
 import sys
@@ -53,6 +52,7 @@ from collabzoo.tasks.building.rewards.strbuild import score_strbuild
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_table import markdown_table, results_path, thousands, times, write_results
+from side_by_side import pin_to_one_core
 
 GAMES = ("strbuild", "housebuild")
 ANSWER_SETS = ("oracle", "messy")
@@ -441,15 +441,6 @@ def bench_reference(game: str, cases: list[Case], checkout: Path, seconds: float
 
 
 # ----- the table ------------------------------------------------------------------------------
-def pin_to_one_core() -> str:
-    """Run on one core, as the Performance page's figures are: the process's first allowed CPU."""
-    if not hasattr(os, "sched_setaffinity"):
-        return "not pinned (no sched_setaffinity here)"
-    cpu = min(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpu})
-    return f"pinned to CPU {cpu}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="time per measurement")

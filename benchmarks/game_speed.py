@@ -24,19 +24,24 @@ Performance page's table.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
 import platform
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from minecraft_reference import (
+    BRIDGE_FILE,
+    GATHER_FILE,
+    bridge_turn,
+    gather_payload,
+    load_reference,
+)
 from results_table import markdown_table, results_path, significant, thousands, times, write_results
+from side_by_side import pin_to_one_core
 
 import collabzoo
 from collabzoo.tasks.bridgebuild import rewards as bridge_rules
@@ -47,8 +52,6 @@ from collabzoo.tasks.resourcegathering.envs import load_maps as gather_maps
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_VS_REFERENCE = 2.0
 GAME_NAMES = {"bridgebuild": "BridgeBuild", "resourcegathering": "ResourceGathering"}
-BRIDGE_FILE = "bridge_build/utils/bridge_builder.py"
-GATHER_FILE = "resource_gathering/utils/resource_gathering.py"
 
 
 def conformance(game: str) -> dict[str, Any]:
@@ -103,37 +106,19 @@ def bridge_rules_episode(case: Any) -> None:
         state = bridge_rules.play_turn(bmap, state, answers, bridge_rules.BridgeRules()).state
 
 
-def load_module(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 def bridge_reference_episode(checkout: Path, maps_folder: Path) -> Callable[[Any], None]:
-    ref = load_module(checkout / BRIDGE_FILE, "reference_bridge_builder")
+    ref = load_reference(checkout, BRIDGE_FILE, "reference_bridge_builder")
     tasks = {
         name: {t.task_id: t for t in ref.load_tasks_from_json(str(maps_folder / name))}
         for name in ("data.json", "data2.json", "diag.json")
     }
-    blocks = [["oak_planks"], ["oak_planks"]]
 
     def play(case: Any) -> None:
         bmap, max_probe, turns = case
         task = tasks[bmap.source][bmap.task_id]
         state = ref.make_initial_state(task, num_agents=2, max_turns=4)
         for answers in turns:
-            state = ref.apply_turn(
-                task=task,
-                state=state,
-                agent_outputs=answers,
-                allowed_blocks_per_agent=blocks,
-                max_commands_total=40,
-                view=3,
-                max_probe=max_probe,
-            ).state
+            state = bridge_turn(ref, task, state, answers, max_probe).state
 
     return play
 
@@ -180,25 +165,10 @@ def gather_rules_episode(case: Any) -> None:
         state = gather_rules.play_turn(gmap, state, answers).state
 
 
-GATHER_CONFIG = {
-    "path_slots": 4,
-    "comm_limit": 1,
-    "progress_reward_scale": 8.0,
-    "terminal_bonus": 7.0,
-    "move_cost_scale": 0.0,
-    "comm_cost_scale": 0.0,
-    "move_to_zone_bonus_scale": 0.05,
-    "useful_comm_bonus_scale": 0.1,
-    "first_enter_zone_bonus_scale": 0.15,
-}
-"""The reference config (configs/comlrl/resource_gathering_maac_config.yaml) as its trainer
-builds the reward config."""
-
-
 def gather_reference_episode(checkout: Path) -> Callable[[Any], None]:
     """The reference's turn: its wrapper's `transition_payload` on the payload its trainer
     carries from turn to turn (the state serialized in it, as in training)."""
-    ref = load_module(checkout / GATHER_FILE, "reference_resource_gathering")
+    ref = load_reference(checkout, GATHER_FILE, "reference_resource_gathering")
     tasks = {}
     for spec in ref.load_tasks_from_json(str(gather_maps_file())):
         item = ref.task_to_item(spec)
@@ -208,20 +178,7 @@ def gather_reference_episode(checkout: Path) -> Callable[[Any], None]:
     def play(case: Any) -> None:
         gmap, turns = case
         task = tasks[gmap.task_id]
-        payload = ref.build_payload(
-            task=task,
-            state_before_turn=ref.make_initial_state(task, num_agents=2, max_turns=4),
-            num_agents=2,
-            view=2,
-            extraction_limit=2,
-            extraction_range=2,
-            max_path_len=4,
-            system_prompt="",
-            user_template_single="",
-            user_template_agent1="",
-            user_template_agent2="",
-            reward_config=GATHER_CONFIG,
-        )
+        payload = gather_payload(ref, task)
         for answers in turns:
             payload, _, _ = ref.transition_payload(
                 payload=payload, agent_completions=answers, num_agents=2
@@ -238,15 +195,6 @@ def gather_maps_file() -> Path:
 
 
 # ----- the run --------------------------------------------------------------------------------
-def pin_to_one_core() -> str:
-    """Run on one core, as the Performance page's figures are: the process's first allowed CPU."""
-    if not hasattr(os, "sched_setaffinity"):
-        return "not pinned (no sched_setaffinity here)"
-    cpu = min(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpu})
-    return f"pinned to CPU {cpu}"
-
-
 def measure(cases: list[Any], play: Callable[[Any], None], seconds: float) -> float:
     """Episodes per second over whole passes of the set (a round of a part of it would favour
     whichever side happened to get its cheap episodes), the best pass in `seconds`."""

@@ -29,7 +29,6 @@ not in that repository's git history; they were read from a public code index).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import random
 import sys
@@ -37,36 +36,20 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from minecraft_reference import (
+    GATHER_FILE,
+    gather_payload,
+    load_reference,
+    team_answers,
+    write_conformance,
+)
+
 import collabzoo
 from collabzoo.tasks.resourcegathering import teams
 
 KINDS = ("oracle", "naive", "messy")
 SEED = 20261207
-WRAPPER = "resource_gathering/utils/resource_gathering.py"
-REFERENCE_CONFIG = {
-    "path_slots": 4,
-    "comm_limit": 1,
-    "progress_reward_scale": 8.0,
-    "terminal_bonus": 7.0,
-    "move_cost_scale": 0.0,
-    "comm_cost_scale": 0.0,
-    "move_to_zone_bonus_scale": 0.05,
-    "useful_comm_bonus_scale": 0.1,
-    "first_enter_zone_bonus_scale": 0.15,
-}
-"""configs/comlrl/resource_gathering_maac_config.yaml as its trainer builds the reward config."""
-
-
-def load_reference(folder: Path) -> ModuleType:
-    path = folder / WRAPPER
-    if not path.is_file():
-        raise SystemExit(f"--reference: no {WRAPPER} under {folder}")
-    spec = importlib.util.spec_from_file_location("reference_resource_gathering", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def garble(answer: str, rng: random.Random) -> str:
@@ -142,30 +125,12 @@ def record_turn(ref: ModuleType, payload: dict, metrics: dict, decoded: list, na
 def play(ref: ModuleType, task: Any, env: Any, kind: str, rng: random.Random, names: list) -> list:
     policy = teams.resourcegathering_naive if kind == "naive" else teams.resourcegathering_oracle
     observations, _ = env.reset(seed=0, options={"task": task.task_id})
-    state = ref.make_initial_state(task, num_agents=2, max_turns=4)
-    payload = ref.build_payload(
-        task=task,
-        state_before_turn=state,
-        num_agents=2,
-        view=2,
-        extraction_limit=2,
-        extraction_range=2,
-        max_path_len=4,
-        system_prompt="",
-        user_template_single="",
-        user_template_agent1="",
-        user_template_agent2="",
-        reward_config=REFERENCE_CONFIG,
-    )
+    payload = gather_payload(ref, task)
+    spoil = (lambda a: garble(a, rng)) if kind == "messy" else None
     turns: list[dict] = []
     while True:
         over = ref.payload_to_state(payload).terminated
-        if env.agents:
-            answers = [policy(observations[a]) for a in env.possible_agents]
-            if kind == "messy":
-                answers = [garble(a, rng) for a in answers]
-        else:
-            answers = turns[-1]["answers"]
+        answers = team_answers(env, observations, policy, spoil, turns)
         payload, metrics, decoded = ref.transition_payload(
             payload=payload, agent_completions=answers, num_agents=2
         )
@@ -190,7 +155,7 @@ def main() -> None:
         / "tests/data/resourcegathering_conformance.json",
     )
     args = parser.parse_args()
-    ref = load_reference(args.reference)
+    ref = load_reference(args.reference, GATHER_FILE, "reference_resource_gathering")
     document = json.loads(args.output.read_text(encoding="utf-8"))
     kept = [e for e in document["episodes"] if e.get("kind") not in KINDS]
     rng = random.Random(SEED)
@@ -211,15 +176,13 @@ def main() -> None:
                     "turns": play(ref, task, env, kind, rng, document["metric_names"]),
                 }
             )
-    document["episodes"] = kept + added
-    document["provenance"]["scripted"] = (
-        f"episodes of kinds {', '.join(KINDS)}: benchmarks/resourcegathering_conformance.py "
-        f"(seed {SEED}), transition_payload of {WRAPPER}@27ee8a8 with the reference config, "
-        "until the reference's game is over, then one more turn"
+    how = (
+        f"transition_payload of {GATHER_FILE}@27ee8a8 with the reference config, until the "
+        "reference's game is over, then one more turn"
     )
-    text = json.dumps(document, ensure_ascii=False, separators=(",", ":"))
-    args.output.write_text(text + "\n", encoding="utf-8")
-    print(f"{len(kept)} episodes kept, {len(added)} added: {args.output}")
+    write_conformance(
+        args.output, document, kept, added, "resourcegathering_conformance.py", KINDS, SEED, how
+    )
 
 
 if __name__ == "__main__":

@@ -27,9 +27,7 @@ import argparse
 import dataclasses
 import os
 import platform
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import travelplanner_conformance as conformance
 from results_table import markdown_table, results_path, write_results
+from side_by_side import headline_against_reference, medians, time_rounds, timed
 
 from collabzoo.envs.records import load_records
 from collabzoo.tasks.travelplanner.envs.data import tasks_from_records
@@ -128,12 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = passes(pairs, reference)
     for run in runs.values():  # warm-up: imports, and each side's per-query caches
         run()
-    seconds: dict[str, list[float]] = {way: [] for way in WAYS}
-    for _ in range(args.rounds):
-        for way, run in runs.items():
-            started = time.perf_counter()
-            run()
-            seconds[way].append(time.perf_counter() - started)
+    seconds = time_rounds(WAYS, args.rounds, lambda way: timed(runs[way]))
     report = {
         "pairs": len(pairs),
         "queries": len({p["task"].task_id for p in pairs}),
@@ -151,20 +145,16 @@ def main(argv: list[str] | None = None) -> int:
 def travelplanner_scoring_table(results: dict[str, Any]) -> str:
     """Each way's median pass, per pair, and the reference's time over it."""
     pairs = results["pairs"]
-    reference = {
-        "reference": statistics.median(results["seconds"]["reference"]),
-        "reference fresh": statistics.median(results["seconds"]["reference fresh"]),
-    }
+    median = medians(results["seconds"])
     cells = []
     for way in WAYS:
-        median = statistics.median(results["seconds"][way])
-        against = reference["reference fresh" if "fresh" in way else "reference"]
+        against = median["reference fresh" if "fresh" in way else "reference"]
         cells.append(
             [
                 way,
-                f"{median * 1e3:.0f} ms",
-                f"{median / pairs * 1e6:,.0f} µs",
-                "" if way.startswith("reference") else f"{against / median:.2f}×",
+                f"{median[way] * 1e3:.0f} ms",
+                f"{median[way] / pairs * 1e6:,.0f} µs",
+                "" if way.startswith("reference") else f"{against / median[way]:.2f}×",
             ]
         )
     header = ["scoring", f"a pass ({pairs} pairs)", "a pair", "the reference's time over it"]
@@ -172,17 +162,16 @@ def travelplanner_scoring_table(results: dict[str, Any]) -> str:
 
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:
-    seconds = results["seconds"]
-    reference = statistics.median(seconds["reference"])
-    ours = statistics.median(seconds["collabzoo"])
     pairs = results["pairs"]
-    return {
-        "benchmark": "TravelPlanner scoring",
-        "figure": f"{ours / pairs * 1e6:.0f} µs a pair against the reference's "
-        f"{reference / pairs * 1e6:.0f} µs, TravelPlanner's own checks included",
-        "ratio": round(reference / ours, 2),
-        "section": "TravelPlanner scoring",
-    }
+    return headline_against_reference(
+        results,
+        "TravelPlanner scoring",
+        "collabzoo",
+        lambda reference, ours: (
+            f"{ours / pairs * 1e6:.0f} µs a pair against the reference's "
+            f"{reference / pairs * 1e6:.0f} µs, TravelPlanner's own checks included"
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -25,6 +25,14 @@ class RawPrompt(str):
     chat_template: ClassVar[bool] = False
 
 
+def turn_prompt(text: str, chat_template: str, turn: int) -> str:
+    """`text` as turn `turn`'s prompt (0: the first) under a `CHAT_TEMPLATE_MODES` mode: a
+    `RawPrompt` after the first turn with "first_turn", else the text as it is."""
+    if turn >= 1 and chat_template == "first_turn":
+        return RawPrompt(text)
+    return text
+
+
 def joined(system: str, user: str) -> str:
     """The reference's raw prompt: the system text, a blank line, the user text."""
     system, user = system.rstrip(), user.rstrip()

@@ -14,7 +14,12 @@ from html import escape
 from pathlib import Path
 from typing import Any, ClassVar
 
-from collabzoo.envs.prompt_form import CHAT_TEMPLATE_MODES, RawPrompt, joined, with_previous_answer
+from collabzoo.envs.prompt_form import (
+    CHAT_TEMPLATE_MODES,
+    joined,
+    turn_prompt,
+    with_previous_answer,
+)
 from collabzoo.envs.records import ALL, read_file
 from collabzoo.envs.text_env import TextCollabEnv, TurnResult, check_choice, check_positive_int
 from collabzoo.tasks.bridgebuild import rewards as rules
@@ -543,10 +548,7 @@ class BridgeBuildEnv(TextCollabEnv[BridgeMap]):
         return prompt
 
     def _compose(self, agent: str) -> str:
-        text = super()._compose(agent)
-        if self.turn >= 1 and self.chat_template == "first_turn":
-            return RawPrompt(text)
-        return text
+        return turn_prompt(super()._compose(agent), self.chat_template, self.turn)
 
     # ----- a turn ---------------------------------------------------------------------------
     def _play_turn(self, answers: Mapping[str, str]) -> TurnResult:

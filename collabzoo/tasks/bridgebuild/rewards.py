@@ -28,7 +28,7 @@ import re
 import threading
 import warnings
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -328,15 +328,15 @@ def strip_fences(text: str) -> str:
     return _FENCE_TAG.sub("", parts[1].strip(), count=1).strip()
 
 
-def repair_brackets(text: str) -> str:
-    """Close what is left open and drop closers that match nothing, outside quoted strings
-    (the reference's repair, read special character by special character)."""
-    kept: list[str] = []
-    closers: list[str] = []
-    quote = ""
-    escaped_at = -1
-    segment = 0
-    for match in _REPAIR_SPECIAL.finditer(text):
+def outside_strings(
+    special: re.Pattern[str], text: str, start: int = 0
+) -> Iterator[tuple[int, str]]:
+    """Where the characters `special` finds from `start` stand outside quoted strings, and
+    which: a `"` or `'` opens a string (not given) that its own quote closes, a backslash in
+    one skipping the next character, as the reference's scans read them. `special` must find
+    both quotes and the backslash."""
+    quote, escaped_at = "", -1
+    for match in special.finditer(text, start):
         at, ch = match.start(), match.group()
         if quote:
             if at == escaped_at:
@@ -345,10 +345,20 @@ def repair_brackets(text: str) -> str:
                 escaped_at = at + 1
             elif ch == quote:
                 quote = ""
-            continue
-        if ch in "\"'":
+        elif ch in "\"'":
             quote = ch
-        elif ch == "{":
+        else:
+            yield at, ch
+
+
+def repair_brackets(text: str) -> str:
+    """Close what is left open and drop closers that match nothing, outside quoted strings
+    (the reference's repair, read special character by special character)."""
+    kept: list[str] = []
+    closers: list[str] = []
+    segment = 0
+    for at, ch in outside_strings(_REPAIR_SPECIAL, text):
+        if ch == "{":
             closers.append("}")
         elif ch == "[":
             closers.append("]")
@@ -422,20 +432,9 @@ _OPEN_BRACE = re.compile(r"\{")
 def scan_end(raw: str, start: int) -> int | None:
     """Where the reference's scan from the `{` at `start` ends, read special character by
     special character (after a backslash in a string, the next character is skipped)."""
-    depth, quote, escaped_at = 0, "", -1
-    for match in _SCAN_SPECIAL.finditer(raw, start):
-        at, ch = match.start(), match.group()
-        if quote:
-            if at == escaped_at:
-                continue
-            if ch == "\\":
-                escaped_at = at + 1
-            elif ch == quote:
-                quote = ""
-            continue
-        if ch in "\"'":
-            quote = ch
-        elif ch == "{":
+    depth = 0
+    for at, ch in outside_strings(_SCAN_SPECIAL, raw, start):
+        if ch == "{":
             depth += 1
         elif ch == "}":
             depth -= 1

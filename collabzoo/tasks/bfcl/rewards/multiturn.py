@@ -21,17 +21,18 @@ from dataclasses import dataclass
 
 from collabzoo.rewards.breakdown import RewardBreakdown
 from collabzoo.tasks.bfcl.rewards.ast_match import AstVerdict, ordered_ast_match
-from collabzoo.tasks.bfcl.rewards.matching import (
-    CallTask,
-    Table,
-    balance,
-    cross_agent_overlap,
-    function_f1,
-    greedy_match,
-    similarities,
+from collabzoo.tasks.bfcl.rewards.matching import CallTask, Table, similarities
+from collabzoo.tasks.bfcl.rewards.native import CallScore, decoded
+from collabzoo.tasks.bfcl.rewards.parsing import ToolCall, dedupe
+from collabzoo.tasks.bfcl.rewards.team_terms import (
+    check_string_arguments,
+    clamp_total,
+    guarded_verdict,
+    parse_answers,
+    team_components,
+    team_metrics,
+    team_terms,
 )
-from collabzoo.tasks.bfcl.rewards.native import STRING_ARGUMENTS, CallScore, decoded
-from collabzoo.tasks.bfcl.rewards.parsing import ToolCall, dedupe, parse_calls
 
 MULTITURN_MAX = 1.20
 
@@ -56,10 +57,7 @@ class MultiTurnRules:
     string_arguments: str = "coerce"
 
     def __post_init__(self) -> None:
-        if self.string_arguments not in STRING_ARGUMENTS:
-            raise ValueError(
-                f"string_arguments must be one of {STRING_ARGUMENTS}, got {self.string_arguments!r}"
-            )
+        check_string_arguments(self.string_arguments)
 
 
 def alignment(table: Table, gold_count: int) -> float:
@@ -96,10 +94,9 @@ def ordered_exact(table: Table, gold_count: int) -> bool:
 
 
 def checked_ordered_ast(task: CallTask, calls: Sequence[ToolCall]) -> AstVerdict:
-    try:
-        return ordered_ast_match(task.functions, decoded(calls), task.ground_truth)
-    except (KeyError, TypeError, AttributeError, StopIteration):
-        return AstVerdict(False, "ast_checker:unreadable_schema_or_answer")
+    return guarded_verdict(
+        lambda: ordered_ast_match(task.functions, decoded(calls), task.ground_truth)
+    )
 
 
 def score_multiturn(
@@ -108,82 +105,40 @@ def score_multiturn(
     """The team reward of one flattened multi-turn step, agent answers in agent order."""
     rules = rules or MultiTurnRules()
     gold = task.gold
-    parsed = [
-        parse_calls(text or "", task.order, string_arguments=rules.string_arguments)
-        for text in answers
-    ]
+    parsed = parse_answers(answers, task, rules.string_arguments)
     per_agent = [dedupe(p.calls) for p in parsed]
     team = [c for calls in per_agent for c in calls]
 
-    parse_score = 1.0 if team else 0.0
-    f1 = function_f1(team, gold)
-    gold_count, team_count = len(gold), len(team)
+    gold_count = len(gold)
     table = similarities(team, gold)
-    argument_score, exact_calls, matched_calls = greedy_match(team, gold, table)
+    terms = team_terms(per_agent, team, gold, table)
     order_score = alignment(table, gold_count)
     prefix_score = prefix(table, gold_count)
-    count_score = max(0.0, 1.0 - abs(team_count - gold_count) / max(1, gold_count))
-    agent_counts = [len(calls) for calls in per_agent]
-    balance_score = balance(agent_counts, gold_count)
-    overlap_count = cross_agent_overlap(per_agent)
-    overlap_rate = min(1.0, overlap_count / max(1, gold_count))
-    lazy_agents = sum(1 for n in agent_counts if n == 0)
-    lazy_rate = lazy_agents / max(1, len(agent_counts))
-    extra_rate = min(1.0, max(0, team_count - gold_count) / max(1, gold_count))
     exact = ordered_exact(table, gold_count)
 
-    components = {
-        "parse": rules.parse_weight * parse_score,
-        "function_f1": rules.function_weight * f1,
-        "arguments": rules.argument_weight * argument_score,
-        "order": rules.order_weight * order_score,
-        "prefix": rules.prefix_weight * prefix_score,
-        "count": rules.count_weight * count_score,
-        "balance": rules.balance_weight * balance_score,
-        "exact": rules.exact_bonus if exact else 0.0,
-        "overlap": 0.0 - rules.overlap_penalty * overlap_rate,
-        "lazy": 0.0 - rules.lazy_agent_penalty * lazy_rate,
-        "extra_calls": 0.0 - rules.extra_call_penalty * extra_rate,
-    }
-    unclamped = (
-        components["parse"]
-        + components["function_f1"]
-        + components["arguments"]
-        + components["order"]
-        + components["prefix"]
-        + components["count"]
-        + components["balance"]
-        + components["exact"]
-        - rules.overlap_penalty * overlap_rate
-        - rules.lazy_agent_penalty * lazy_rate
-        - rules.extra_call_penalty * extra_rate
+    components = team_components(
+        rules,
+        terms,
+        exact,
+        after_arguments={
+            "order": rules.order_weight * order_score,
+            "prefix": rules.prefix_weight * prefix_score,
+        },
     )
-    total = max(rules.min_reward, min(rules.max_reward, unclamped))
-    components["clamp"] = total - unclamped
+    total = clamp_total(components, rules)
     verdict = checked_ordered_ast(task, team)
-    metrics = {
-        "exact_match": float(exact),
-        "parse_success": parse_score,
-        "function_f1": float(f1),
-        "argument_match": float(argument_score),
-        "matched_calls": float(matched_calls),
-        "exact_calls": float(exact_calls),
-        "pred_call_count": float(team_count),
-        "raw_call_count": float(sum(len(p.calls) for p in parsed)),
-        "gold_call_count": float(gold_count),
-        "count_score": float(count_score),
-        "balance_score": float(balance_score),
-        "overlap_count": float(overlap_count),
-        "overlap_rate": float(overlap_rate),
-        "lazy_agents": float(lazy_agents),
-        "lazy_rate": float(lazy_rate),
-        "extra_call_rate": float(extra_rate),
-        "sequence_score": float(order_score),
-        "prefix_score": float(prefix_score),
-        "ast_match": float(verdict.valid),
-        f"ast_match_{task.category}": float(verdict.valid),
-        "rejected_parts": float(sum(len(p.rejected) for p in parsed)),
-    }
+    metrics = team_metrics(
+        terms,
+        exact,
+        sum(len(p.calls) for p in parsed),
+        verdict,
+        task.category,
+        sum(len(p.rejected) for p in parsed),
+        after_extra={
+            "sequence_score": float(order_score),
+            "prefix_score": float(prefix_score),
+        },
+    )
     return CallScore(
         RewardBreakdown(float(total), components, metrics), parsed, per_agent, team, verdict
     )

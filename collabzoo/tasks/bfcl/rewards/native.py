@@ -24,19 +24,20 @@ from typing import Any
 
 from collabzoo.rewards.breakdown import RewardBreakdown
 from collabzoo.tasks.bfcl.rewards.ast_match import AstVerdict, ast_match
-from collabzoo.tasks.bfcl.rewards.matching import (
-    CallTask,
-    balance,
-    cross_agent_overlap,
-    function_f1,
-    greedy_match,
-)
+from collabzoo.tasks.bfcl.rewards.matching import CallTask
 from collabzoo.tasks.bfcl.rewards.parsing import (
-    STRING_ARGUMENTS,
     ParsedCalls,
     ToolCall,
     dedupe,
-    parse_calls,
+)
+from collabzoo.tasks.bfcl.rewards.team_terms import (
+    check_string_arguments,
+    clamp_total,
+    guarded_verdict,
+    parse_answers,
+    team_components,
+    team_metrics,
+    team_terms,
 )
 
 SELF_DUPLICATE_MODES = ("dedupe", "penalize")
@@ -67,10 +68,7 @@ class NativeRules:
                 f"self_duplicate_mode must be one of {SELF_DUPLICATE_MODES}, "
                 f"got {self.self_duplicate_mode!r}"
             )
-        if self.string_arguments not in STRING_ARGUMENTS:
-            raise ValueError(
-                f"string_arguments must be one of {STRING_ARGUMENTS}, got {self.string_arguments!r}"
-            )
+        check_string_arguments(self.string_arguments)
 
 
 NATIVE_MAX = 1.10
@@ -96,14 +94,9 @@ def decoded(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
 
 def checked_ast(task: CallTask, calls: Sequence[ToolCall]) -> AstVerdict:
     """BFCL's verdict; a schema the checker cannot read (it would raise) fails the row."""
-    try:
-        return ast_match(task.functions, decoded(calls), task.ground_truth, task.category)
-    except (KeyError, TypeError, AttributeError, StopIteration):
-        return AstVerdict(False, "ast_checker:unreadable_schema_or_answer")
-
-
-def _clamped(reward: float, rules: NativeRules | Any) -> float:
-    return max(rules.min_reward, min(rules.max_reward, reward))
+    return guarded_verdict(
+        lambda: ast_match(task.functions, decoded(calls), task.ground_truth, task.category)
+    )
 
 
 def score_native(
@@ -112,83 +105,36 @@ def score_native(
     """The team reward of one native parallel turn, agent answers in agent order."""
     rules = rules or NativeRules()
     gold = task.gold
-    parsed = [
-        parse_calls(text or "", task.order, string_arguments=rules.string_arguments)
-        for text in answers
-    ]
+    parsed = parse_answers(answers, task, rules.string_arguments)
     raw = [p.calls for p in parsed]
     per_agent = [dedupe(calls) for calls in raw]
     team = dedupe(c for calls in per_agent for c in calls)
 
-    parse_score = 1.0 if team else 0.0
-    f1 = function_f1(team, gold)
-    argument_score, exact_calls, matched_calls = greedy_match(team, gold)
-    gold_count, team_count = len(gold), len(team)
-    count_score = max(0.0, 1.0 - abs(team_count - gold_count) / max(1, gold_count))
-    agent_counts = [len(calls) for calls in per_agent]
-    balance_score = balance(agent_counts, gold_count)
-    overlap_count = cross_agent_overlap(per_agent)
-    overlap_rate = min(1.0, overlap_count / max(1, gold_count))
-    duplicates = [len(r) - len(d) for r, d in zip(raw, per_agent, strict=True)]
-    duplicate_count = sum(duplicates)
+    terms = team_terms(per_agent, team, gold)
+    gold_count = terms.gold_count
+    duplicate_count = sum(len(r) - len(d) for r, d in zip(raw, per_agent, strict=True))
     duplicate_rate = min(1.0, duplicate_count / max(1, gold_count))
     penalize = rules.self_duplicate_mode == "penalize"
     duplicate_penalty = rules.self_duplicate_penalty * duplicate_rate if penalize else 0.0
-    lazy_agents = sum(1 for n in agent_counts if n == 0)
-    lazy_rate = lazy_agents / max(1, len(agent_counts))
-    extra_rate = min(1.0, max(0, team_count - gold_count) / max(1, gold_count))
-    exact = exact_calls == gold_count and team_count == gold_count and gold_count > 0
+    exact = terms.exact_calls == gold_count and terms.team_count == gold_count and gold_count > 0
 
-    components = {
-        "parse": rules.parse_weight * parse_score,
-        "function_f1": rules.function_weight * f1,
-        "arguments": rules.argument_weight * argument_score,
-        "count": rules.count_weight * count_score,
-        "balance": rules.balance_weight * balance_score,
-        "exact": rules.exact_bonus if exact else 0.0,
-        "overlap": 0.0 - rules.overlap_penalty * overlap_rate,
-        "lazy": 0.0 - rules.lazy_agent_penalty * lazy_rate,
-        "extra_calls": 0.0 - rules.extra_call_penalty * extra_rate,
-        "self_duplicates": 0.0 - duplicate_penalty,
-    }
-    unclamped = (
-        components["parse"]
-        + components["function_f1"]
-        + components["arguments"]
-        + components["count"]
-        + components["balance"]
-        + components["exact"]
-        - rules.overlap_penalty * overlap_rate
-        - rules.lazy_agent_penalty * lazy_rate
-        - rules.extra_call_penalty * extra_rate
-        - duplicate_penalty
+    components = team_components(
+        rules, terms, exact, after_extra={"self_duplicates": 0.0 - duplicate_penalty}
     )
-    total = _clamped(unclamped, rules)
-    components["clamp"] = total - unclamped
+    total = clamp_total(components, rules)
     verdict = checked_ast(task, team)
-    metrics = {
-        "exact_match": float(exact),
-        "parse_success": parse_score,
-        "function_f1": float(f1),
-        "argument_match": float(argument_score),
-        "matched_calls": float(matched_calls),
-        "exact_calls": float(exact_calls),
-        "pred_call_count": float(team_count),
-        "raw_call_count": float(sum(len(r) for r in raw)),
-        "gold_call_count": float(gold_count),
-        "count_score": float(count_score),
-        "balance_score": float(balance_score),
-        "overlap_count": float(overlap_count),
-        "overlap_rate": float(overlap_rate),
-        "self_duplicate_count": float(duplicate_count),
-        "self_duplicate_rate": float(duplicate_rate),
-        "lazy_agents": float(lazy_agents),
-        "lazy_rate": float(lazy_rate),
-        "extra_call_rate": float(extra_rate),
-        "ast_match": float(verdict.valid),
-        f"ast_match_{task.category}": float(verdict.valid),
-        "rejected_parts": float(sum(len(p.rejected) for p in parsed)),
-    }
+    metrics = team_metrics(
+        terms,
+        exact,
+        sum(len(r) for r in raw),
+        verdict,
+        task.category,
+        sum(len(p.rejected) for p in parsed),
+        after_overlap={
+            "self_duplicate_count": float(duplicate_count),
+            "self_duplicate_rate": float(duplicate_rate),
+        },
+    )
     return CallScore(
         RewardBreakdown(float(total), components, metrics), parsed, per_agent, team, verdict
     )
