@@ -45,7 +45,7 @@ from collabzoo.cli.options import (
 )
 from collabzoo.cli.team import SMALL, check_model_option
 from collabzoo.cli.usage import UsageError
-from collabzoo.envs import resolve
+from collabzoo.envs import resolve, task_specs
 
 DEFAULT_OUTPUT = "reproduction"
 TOKENS_PER_SECOND = 50.0
@@ -55,8 +55,8 @@ TOKENS_PER_SECOND = 50.0
 answers."""
 QUICK = {
     "model": "tiny",
-    "tasks": "tldr",
-    "data": ["tldr=sample"],
+    "tasks": None,  # the declared smoke tasks (`smoke_tasks`)
+    "data": [],  # their offline data
     "env_steps": 4,
     "episodes": 2,
     "max_new_tokens": 4,
@@ -65,8 +65,18 @@ QUICK = {
     "top_k": 0,
     "learning_rate": 1e-2,
 }
-"""--quick (CI): the byte-level tiny model on TLDR's embedded sample, 4 env steps per trained
-row, 2 bench episodes of 4-token answers; any option given explicitly wins."""
+"""--quick (CI): the byte-level tiny model on the tasks declared `smoke` (TLDR), played on their
+shipped tasks, 4 env steps per trained row, 2 bench episodes of 4-token answers; any option
+given explicitly wins."""
+
+
+def smoke_tasks() -> tuple[str, list[str]]:
+    """--quick's tasks and data: every declaration marked `smoke`, on its offline tasks."""
+    specs = [s for s in task_specs() if s.smoke and s.offline and "data" in s.offline]
+    names = ",".join(s.short_name for s in specs)
+    return names, [f"{s.short_name}={s.offline['data']}" for s in specs]
+
+
 FULL = {
     "model": None,
     "tasks": None,
@@ -102,6 +112,9 @@ def _seeds(text: str) -> list[int]:
 def settings_from(args: argparse.Namespace) -> Settings:
     """The reproduction's settings: what was given, else --quick's or the full defaults."""
     defaults = QUICK if args.quick else FULL
+    if args.quick:
+        tasks_default, data_default = smoke_tasks()
+        defaults = {**QUICK, "tasks": tasks_default, "data": data_default}
 
     def given(name: str) -> Any:
         value = getattr(args, name)
@@ -317,7 +330,7 @@ def add_commands(commands: Any) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="CI size: tiny model, TLDR's embedded sample, 4 env steps, 2 episodes",
+        help="CI size: tiny model, the smoke tasks' shipped data, 4 env steps, 2 episodes",
     )
     where = parser.add_argument_group("where the runs go")
     where.add_argument(

@@ -132,7 +132,8 @@ def add_commands(commands: Any) -> None:
         default=None,
         metavar="ENV",
         help="build: the image that also holds the third-party packages this task's code "
-        "imports (e.g. classeval: numpy, pandas, ...); repeat for several",
+        "imports (its declaration's sandbox_packages; `collabzoo list` names the tasks); "
+        "repeat for several",
     )
     sandbox.add_argument(
         "--ray",

@@ -146,6 +146,9 @@ class TaskSpec:
     offline: Mapping[str, Any] | None = None
     """The `make` arguments that play the tasks shipped with the package, offline (`--env
     embedded`, the demo); None where the tasks come only from a dataset."""
+    smoke: bool = False
+    """A task cheap enough for smoke runs (`collabzoo reproduce --quick`: one turn, its
+    `offline` tasks, short answers); the suite picks those tasks from this flag."""
     default_data: str = "default"
     """What the env plays when no `data=` is given, as results files label it."""
     demo_metrics: tuple[str, ...] = ()

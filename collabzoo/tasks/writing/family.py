@@ -30,6 +30,7 @@ FAMILY = TaskFamily(
             ),
             teams={"naive": f"{TEAMS}:tldr_naive", "heuristic": f"{TEAMS}:tldr_heuristic"},
             offline={"data": "sample"},
+            smoke=True,
             demo_metrics=METRICS,
         ),
         TaskSpec(
