@@ -192,7 +192,18 @@ def _digits(name: str, mean: float, published: bool) -> int:
     return 1
 
 
-def _headers(columns: TaskColumns) -> list[str]:
+def markdown_table(rows: Sequence[Row], columns: TaskColumns) -> list[str]:
+    """One task's rows as Markdown table lines (the leaderboard's and reproduce's tables)."""
+    headers = row_headers(columns)
+    lines = ["| " + " | ".join(headers) + " |"]
+    lines.append("|" + "|".join("---" if k < 5 else "---:" for k in range(len(headers))) + "|")
+    for row in rows:
+        cells = [c.replace("|", "\\|") for c in row_cells(row, columns)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def row_headers(columns: TaskColumns) -> list[str]:
     scores = [
         f"{c.name}{' ' + c.unit if c.unit else ''}{'' if c.higher_is_better else ' ↓'}"
         for c in columns.columns
@@ -200,7 +211,7 @@ def _headers(columns: TaskColumns) -> list[str]:
     return ["Method", "Protocol", "Data", "Split", "Episodes", "Time (s)", "Cost (tokens)", *scores]
 
 
-def _cells(row: Row, columns: TaskColumns) -> list[str]:
+def row_cells(row: Row, columns: TaskColumns) -> list[str]:
     names = [TIME, COST, *(c.name for c in columns.columns)]
     values = []
     for name in names:
@@ -236,13 +247,7 @@ def render_markdown(
             "",
         ]
     for task, columns, rows in tables:
-        lines += [f"## {columns.title}", ""]
-        headers = _headers(columns)
-        lines.append("| " + " | ".join(headers) + " |")
-        lines.append("|" + "|".join("---" if k < 5 else "---:" for k in range(len(headers))) + "|")
-        for row in rows:
-            cells = [c.replace("|", "\\|") for c in _cells(row, columns)]
-            lines.append("| " + " | ".join(cells) + " |")
+        lines += [f"## {columns.title}", "", *markdown_table(rows, columns)]
         if published and task in published_models() and published_table().get(task):
             lines += ["", f"Published models: {published_models()[task]}."]
         lines.append("")

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from collabzoo.bench.columns import board_order
-from collabzoo.bench.leaderboard import _cells, _headers, leaderboard
+from collabzoo.bench.leaderboard import leaderboard, markdown_table
 from collabzoo.bench.models import ModelOptions, Sampling
 from collabzoo.bench.protocols import DEFAULT_ROUNDS
 from collabzoo.bench.published import SOURCE
@@ -721,12 +721,8 @@ def render(runs: Sequence[PlannedRun], output: Path, settings: Settings) -> str:
         local = sorted((r for r in rows if not r.published), key=lambda r: labels[r.source][0])
         for row in local:
             row.method = labels[row.source][1]
-        headers = _headers(columns)
-        lines += [f"## {columns.title}", "", "| " + " | ".join(headers) + " |"]
-        lines.append("|" + "|".join("---" if k < 5 else "---:" for k in range(len(headers))) + "|")
-        for row in [*local, *(r for r in rows if r.published)]:
-            cells = [c.replace("|", "\\|") for c in _cells(row, columns)]
-            lines.append("| " + " | ".join(cells) + " |")
+        ordered = [*local, *(r for r in rows if r.published)]
+        lines += [f"## {columns.title}", "", *markdown_table(ordered, columns)]
         if task in published_models():
             lines += ["", f"Published models: {published_models()[task]}."]
         lines.append("")
