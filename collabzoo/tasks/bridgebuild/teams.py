@@ -1,22 +1,33 @@
-"""BridgeBuild's scripted teams. Each reads only its own observation (the newest prompt in it).
+"""BridgeBuild's scripted teams. The heuristic and naive teams read only their own observation
+(the newest prompt in it); the oracle is privileged: built from the env (`env_oracle`), it
+knows every map's pillar types.
 
-The oracle is sound: it never places a block beside a pillar whose type it does not know to be
-true (its own probes or its partner's reports), so it never touches a fake pillar, whatever the
-hidden types are. On turn 1 each worker walks a loop that brings the whole map into sight and
-probes the pillars nearest its start (which anyone who knows the layout can work out). From
-turn 2 on both derive the same meeting cell M from the layout alone: a water cell with no pillar
-beside it, halfway along the least risky S-T route (the pillars probed on turn 1 counted as
-free). Each worker plans its half (A from S to M, B from T to M) with the types it knows:
+The heuristic team is sound: it never places a block beside a pillar whose type it does not know
+to be true (its own probes or its partner's reports), so it never touches a fake pillar,
+whatever the hidden types are. On turn 1 each worker walks a loop that brings the whole map into
+sight and probes the pillars nearest its start (which anyone who knows the layout can work out).
+From turn 2 on both derive the same meeting cell M from the layout alone: a water cell with no
+pillar beside it, halfway along the least risky S-T route (the pillars probed on turn 1 counted
+as free). Each worker plans its half (A from S to M, B from T to M) with the types it knows:
 unknown pillars cost a probe, more so near a known fake (fakes cluster), known fakes are never
-touched. A half that touches no unknown pillar is built at once; otherwise the worker probes
-the unknown pillars on it, nearest its anchor first, and gives spare probes to its partner's
-half from M's end. On the last turn (what the partner probes then reaches it too late) a worker
-also builds its partner's half where it knows every pillar beside it, or else a whole S-T
-route it knows to be safe, if there is one. Every message carries the sender's probe results.
-Walking on to the far anchor earns CoTI's walking bonus.
+touched. A half that touches no unknown pillar is built at once; otherwise the worker probes the
+unknown pillars on it, nearest its anchor first, and gives spare probes to its partner's half
+from M's end. On the last turn (what the partner probes then reaches it too late) a worker also
+builds its partner's half where it knows every pillar beside it, or else a whole S-T route it
+knows to be safe, if there is one. Every message carries the sender's probe results. Walking on
+to the far anchor earns CoTI's walking bonus.
 
 The naive team fills straight lines blind: worker A the column below its S, worker B the whole
 row above its T, on turn 1, fake pillars or not.
+
+The oracle finds its map among the env's by what its prompt shows and builds the map's best
+bridge (`bridge_plan.plan_bridge`: every group of anchors and true pillars it can reach joined,
+no fake pillar touched) as text actions the env reads like any other answer. On its first turn
+each worker walks to the far anchor (CoTI's walking bonus); on every turn but the last it
+probes its half of the pillars the bridge touches (probes are how a worker comes to know a
+pillar), and it tells its partner what it has found. On the turn before the last the two fill
+all of the bridge but one cell (a compact bridge one block from done: CoTI's late bonus), and
+on the last they fill it all, linking S and T. With one turn they fill it all at once.
 """
 
 from __future__ import annotations
@@ -28,7 +39,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from collabzoo.tasks.bridgebuild.bridge_plan import BridgePlan, plan_bridge
 from collabzoo.tasks.bridgebuild.envs import HEADER, LETTERS
+from collabzoo.tasks.bridgebuild.rewards import BridgeMap
 
 Coord = tuple[int, int]
 _TURN = re.compile(r"worker ([AB]) of (\d+), turn (\d+) of (\d+)\.")
@@ -345,7 +358,8 @@ def _answer(comm: dict, probe: list[Coord], cmds: list[str], path: list[Coord]) 
     )
 
 
-def bridgebuild_oracle(observation: str) -> str:
+def bridgebuild_heuristic(observation: str) -> str:
+    """The sound observation-only team (see the module's docstring)."""
     view = read_view(observation)
     if view.turn == 1:
         return _answer({}, first_probes(view, view.me), [], exploration_path(view))
@@ -394,3 +408,132 @@ def bridgebuild_naive(observation: str) -> str:
         _, z = min(view.anchors["T"], key=lambda c: (c[1], c[0]))
         cmd = f"/fill 0 {z - 1} {view.width - 1} {z - 1} {view.block}"
     return _answer({}, [], [cmd], [view.position])
+
+
+# ----- the privileged oracle --------------------------------------------------------------------
+def _window(cell: Coord, sight: int, width: int, height: int) -> set[Coord]:
+    x, z = cell
+    return {
+        (a, b)
+        for a in range(max(0, x - sight), min(width, x + sight + 1))
+        for b in range(max(0, z - sight), min(height, z + sight + 1))
+    }
+
+
+def shows(bmap: BridgeMap, view: View) -> bool:
+    """Whether a prompt could come from this map: its size, everything it lists in sight, and
+    all of the map within sight of where the worker stands."""
+    if (bmap.width, bmap.height) != (view.width, view.height):
+        return False
+    listed = {
+        "S": view.anchors["S"],
+        "T": view.anchors["T"],
+        "land": view.land,
+        "pillars": view.pillars,
+    }
+    actual = {
+        "S": set(bmap.anchors_s),
+        "T": set(bmap.anchors_t),
+        "land": set(bmap.land),
+        "pillars": set(bmap.pillars),
+    }
+    here = _window(view.position, view.sight, view.width, view.height)
+    known_right = all(
+        (t == "Y") == (c in bmap.true_pillars) for c, t in view.own.items() if t in ("Y", "N")
+    )
+    return known_right and all(
+        listed[k] <= actual[k] and actual[k] & here <= listed[k] for k in listed
+    )
+
+
+class BridgeOracle:
+    """The privileged oracle of the maps it is given: an ordinary text policy (prompt in,
+    answer out) that knows each map's pillar types. It finds the map a prompt comes from among
+    them (`shows`); where several fit what the prompt shows and they differ, it takes
+    `current()`'s map (the env's map now) if that is one of them."""
+
+    def __init__(self, maps: Iterable[BridgeMap], current: Any = None) -> None:
+        self.maps = list(maps)
+        if not self.maps:
+            raise ValueError("the BridgeBuild oracle needs at least one map")
+        self.current = current
+        self._plans: dict[tuple[str, ...], BridgePlan] = {}
+
+    def find_map(self, view: View) -> BridgeMap:
+        fits = [m for m in self.maps if shows(m, view)]
+        layouts = {m.rows for m in fits}
+        if len(layouts) == 1:
+            return fits[0]
+        now = self.current() if self.current is not None else None
+        if now is not None and any(now.rows == m.rows for m in fits):
+            return now
+        if not fits:
+            raise ValueError(
+                f"the prompt shows none of the oracle's {len(self.maps)} maps (a "
+                f"{view.width} x {view.height} map): build it from the env that wrote the prompt"
+            )
+        ids = ", ".join(m.task_id for m in fits)
+        raise ValueError(f"the prompt fits several maps ({ids}); pass the env playing it")
+
+    def plan(self, bmap: BridgeMap) -> BridgePlan:
+        if bmap.rows not in self._plans:
+            self._plans[bmap.rows] = plan_bridge(bmap)
+        return self._plans[bmap.rows]
+
+    def __call__(self, observation: str) -> str:
+        view = read_view(observation)
+        bmap = self.find_map(view)
+        plan = self.plan(bmap)
+        probed = set(view.own)
+        share = [p for p in plan.pillars[view.me :: 2] if p not in probed]
+        probes = share[: view.max_probe] if view.turn < view.turns else []
+        if view.turn >= view.turns:
+            cells = list(plan.fills)
+        elif view.turn == view.turns - 1:
+            cells = [c for c in plan.fills if c != plan.closing]
+        else:
+            cells = []
+        cmds = _rectangles(bmap, cells, view.block)
+        # worker A sends the first half of the commands, worker B the rest
+        half = (len(cmds) + 1) // 2
+        mine = cmds[:half] if view.me == 0 else cmds[half:]
+        if len(mine) > view.max_fills:
+            raise ValueError(
+                f"the bridge needs {len(cmds)} fill commands, over the team's "
+                f"{2 * view.max_fills}: raise max_commands"
+            )
+        facts = [
+            {"x": x, "z": z, "type": t, "source": "self_probe"}
+            for (x, z), t in sorted(view.own.items(), key=lambda item: (item[0][1], item[0][0]))
+            if t in ("Y", "N")
+        ]
+        comm: dict[str, Any] = {"discovered_pillars": facts} if facts else {}
+        far = bmap.anchors_t if view.me == 0 else bmap.anchors_s
+        nearest = min(
+            far, key=lambda a: (abs(a[0] - view.position[0]) + abs(a[1] - view.position[1]), a)
+        )
+        walk = [view.position, *_walk(view.position, nearest)]
+        return _answer(comm, probes, mine, walk)
+
+
+def _rectangles(bmap: BridgeMap, cells: list[Coord], block: str) -> list[str]:
+    """Fill commands for the cells: runs along a row, a run passing over land or pillars (which
+    a fill skips) but no other water."""
+    todo = set(cells)
+    commands = []
+    for z in range(bmap.height):
+        start = end = None
+        for x in range(bmap.width + 1):
+            cell = (x, z)
+            if cell in todo:
+                start = x if start is None else start
+                end = x
+            elif start is not None and (x >= bmap.width or cell not in bmap.fixed):
+                commands.append(f"/fill {start} {z} {end} {z} {block}")
+                start = None
+    return commands
+
+
+def env_oracle(env: Any) -> BridgeOracle:
+    """The oracle of every map of the env it plays (`TaskSpec.env_teams`)."""
+    return BridgeOracle(env.items("all"), lambda: getattr(env, "item", None))
