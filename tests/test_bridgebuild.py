@@ -685,6 +685,23 @@ def test_the_oracle_builds_the_best_bridge_of_every_map(
         assert total - paid["penalty_block_cost"] == pytest.approx(best_return(env)), where
 
 
+@pytest.mark.parametrize("horizon", [1, 2])
+def test_the_oracle_links_within_a_shorter_horizon(horizon: int) -> None:
+    """With one turn it fills the whole bridge at once; with two, all but one cell first."""
+    env = collabzoo.make("bridgebuild", split="all", horizon=horizon)
+    oracle = scripted_team("bridgebuild", "oracle", env=env)
+    for task in range(len(env.items("all"))):
+        obs, _ = env.reset(seed=0, options={"task": task})
+        total, blocks, linked_at = 0.0, 0.0, []
+        while env.agents:
+            obs, rewards, _, _, infos = env.step(oracle(obs))
+            total += rewards["worker_a"]
+            blocks += infos["worker_a"]["reward_components"]["penalty_block_cost"]
+            linked_at.append(infos["worker_a"]["metrics"]["connected"])
+        assert linked_at == [0.0] * (horizon - 1) + [1.0], env.item.task_id
+        assert total - blocks == pytest.approx(best_return(env)), env.item.task_id
+
+
 def test_the_oracle_needs_the_env_and_finds_its_map_by_the_prompt(bridge_data: Path) -> None:
     with pytest.raises(ValueError, match="pass the env it plays"):
         scripted_team("bridgebuild", "oracle")
