@@ -614,8 +614,9 @@ def best_return(env: BridgeBuildEnv) -> float:
     """The most an episode on the env's map can pay before the blocks' cost (which every bridge
     pays), from the reward's own rules: its per-turn maximum less what no team can reach (true
     pillars and groups that only a fill beside a fake pillar would join, and true pillars beside
-    an anchor from the start, which no turn newly links), and on the CoTI path
-    turn 3's late bonus on top, at its best short of a link (the gap one block, two groups)."""
+    an anchor from the start, which no turn newly links); on the CoTI path the late bonus of the
+    last turn in full, and of the turn before at its best short of a link (the gap one block,
+    two groups)."""
     bmap, s, coti = env.item, env.rules.shaping, env.reward == "coti"
     fakes = bmap.fake_pillars
     safe = frozenset(
@@ -640,13 +641,17 @@ def best_return(env: BridgeBuildEnv) -> float:
         * unmerged
         / max(1, bmap.initial_components - 1)
     )
-    if coti:
-        ready = 1.0 - 1.0 / bmap.gap_max
-        best += s.late_weight(3) * (
-            s.late_quality_clean_scale
-            + s.late_quality_compact_scale
-            + s.late_quality_ready_scale * ready
+    if coti:  # the late bonus: full on the last turn, short of the link on the one before
+        late = (
+            s.late_quality_clean_scale,
+            s.late_quality_compact_scale,
+            s.late_quality_ready_scale,
         )
+        most = max(s.late_quality_turn3_weight, s.late_quality_turn4_weight) * sum(late)
+        best += s.late_weight(env.horizon) * sum(late) - most
+        if env.horizon >= 2:
+            ready = 1.0 - 1.0 / bmap.gap_max
+            best += s.late_weight(env.horizon - 1) * (late[0] + late[1] + late[2] * ready)
     return best
 
 
@@ -671,6 +676,9 @@ def test_the_oracle_builds_the_best_bridge_of_every_map(
             total += rewards["worker_a"]
             for key, value in infos["worker_a"]["reward_components"].items():
                 paid[key] = paid.get(key, 0.0) + value
+            last = (
+                rewards["worker_a"] - infos["worker_a"]["reward_components"]["penalty_block_cost"]
+            )
             for agent in env.possible_agents:
                 report = infos[agent]["parsed"]
                 assert not report["rejected"] and not report["rejected_probes"], where
@@ -683,12 +691,15 @@ def test_the_oracle_builds_the_best_bridge_of_every_map(
         assert known and set(known.values()) <= {"Y", "N"}, where  # it probed pillars only
         assert metrics["message_tokens"] > 0 and fills > 0, where
         assert total - paid["penalty_block_cost"] == pytest.approx(best_return(env)), where
+        if reward == "comlrl":  # all on the last turn: the most one turn pays, less its blocks
+            assert last == pytest.approx(best_return(env)), where
 
 
 @pytest.mark.parametrize("horizon", [1, 2])
 def test_the_oracle_links_within_a_shorter_horizon(horizon: int) -> None:
-    """With one turn it fills the whole bridge at once; with two, all but one cell first."""
-    env = collabzoo.make("bridgebuild", split="all", horizon=horizon)
+    """With one turn it fills the whole bridge at once; with two, on the CoTI path, all but one
+    cell first."""
+    env = collabzoo.make("bridgebuild", split="all", horizon=horizon, reward="coti")
     oracle = scripted_team("bridgebuild", "oracle", env=env)
     for task in range(len(env.items("all"))):
         obs, _ = env.reset(seed=0, options={"task": task})

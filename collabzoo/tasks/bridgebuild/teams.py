@@ -25,9 +25,10 @@ bridge (`plan_bridge`: every group of anchors and true pillars it can reach join
 no fake pillar touched) as text actions the env reads like any other answer. On its first turn
 each worker walks to the far anchor (CoTI's walking bonus); on every turn but the last it
 probes its half of the pillars the bridge touches (probes are how a worker comes to know a
-pillar), and it tells its partner what it has found. On the turn before the last the two fill
-all of the bridge but one cell (a compact bridge one block from done: CoTI's late bonus), and
-on the last they fill it all, linking S and T. With one turn they fill it all at once.
+pillar), and it tells its partner what it has found. On the last turn the two fill the whole
+bridge, linking S and T: that turn pays the reward's most less the blocks. On the CoTI path,
+which pays a late bonus for a compact bridge close to done, they first fill all of it but one
+cell on the turn before the last. With one turn they fill it all at once.
 """
 
 from __future__ import annotations
@@ -615,13 +616,17 @@ class BridgeOracle:
     """The privileged oracle of the maps it is given: an ordinary text policy (prompt in,
     answer out) that knows each map's pillar types. It finds the map a prompt comes from among
     them (`shows`); where several fit what the prompt shows and they differ, it takes
-    `current()`'s map (the env's map now) if that is one of them."""
+    `current()`'s map (the env's map now) if that is one of them. With `late_bonus` (the
+    CoTI path's reward) it builds all but the closing cell on the turn before the last."""
 
-    def __init__(self, maps: Iterable[BridgeMap], current: Any = None) -> None:
+    def __init__(
+        self, maps: Iterable[BridgeMap], current: Any = None, *, late_bonus: bool = False
+    ) -> None:
         self.maps = list(maps)
         if not self.maps:
             raise ValueError("the BridgeBuild oracle needs at least one map")
         self.current = current
+        self.late_bonus = late_bonus
         self._plans: dict[tuple[str, ...], BridgePlan] = {}
 
     def find_map(self, view: View) -> BridgeMap:
@@ -654,7 +659,7 @@ class BridgeOracle:
         probes = share[: view.max_probe] if view.turn < view.turns else []
         if view.turn >= view.turns:
             cells = list(plan.fills)
-        elif view.turn == view.turns - 1:
+        elif self.late_bonus and view.turn == view.turns - 1:
             cells = [c for c in plan.fills if c != plan.closing]
         else:
             cells = []
@@ -700,5 +705,10 @@ def _rectangles(bmap: BridgeMap, cells: list[Coord], block: str) -> list[str]:
 
 
 def env_oracle(env: Any) -> BridgeOracle:
-    """The oracle of every map of the env it plays (`TaskSpec.env_teams`)."""
-    return BridgeOracle(env.items("all"), lambda: getattr(env, "item", None))
+    """The oracle of every map of the env it plays (`TaskSpec.env_teams`), building the way
+    the env's reward pays best."""
+    return BridgeOracle(
+        env.items("all"),
+        lambda: getattr(env, "item", None),
+        late_bonus=getattr(env, "reward", "comlrl") == "coti",
+    )
