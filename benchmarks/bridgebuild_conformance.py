@@ -8,9 +8,10 @@ unchanged outside this repository; this script adds episodes of three more kinds
 path (2 probes a turn), one per map of each reference file, played through the reference's own
 `apply_turn`:
 
-- oracle: collabzoo's oracle team, its answers written from collabzoo's prompts;
+- oracle: collabzoo's heuristic team (the observation-only team, named the oracle when these
+  cases were recorded), its answers written from collabzoo's prompts;
 - naive: the naive team (straight lines blind, fake pillars or not);
-- messy: the oracle's answers as LLMs garble them (seeded): fences, prose around the object,
+- messy: the heuristic team's answers as LLMs garble them (seeded): fences, prose around the object,
   Python literals, cut-off JSON, lost keys, extra and malformed fill commands, string and dict
   coordinates, broken paths.
 
@@ -133,7 +134,7 @@ def play(
 ) -> list[dict[str, Any]]:
     """One episode: collabzoo's env writes the prompts the teams answer, the reference plays
     the answers; until the reference's game is over, then its frozen turn."""
-    policy = teams.bridgebuild_naive if kind == "naive" else teams.bridgebuild_oracle
+    policy = teams.bridgebuild_naive if kind == "naive" else teams.bridgebuild_heuristic
     observations, _ = env.reset(seed=0, options={"task": task.task_id})
     state = ref.make_initial_state(task, num_agents=2, max_turns=MAX_TURNS)
     spoil = (lambda a: garble(a, rng)) if kind == "messy" else None

@@ -85,7 +85,11 @@ def test_every_env_runs_or_is_skipped_with_a_reason(offline_round) -> None:
     assert "tinycoop__single__scripted-oracle__eval.json" in files
     assert "arxiv__parallel__scripted-naive__eval.json" in files
     pairs = [(s, kind) for s in OFFLINE for kind in ("oracle", "heuristic", "naive")]
-    assert len(files) == 2 * sum(kind in s.teams for s, kind in pairs)
+    # a team built from the env (BridgeBuild's oracle) plays where the shipped data serves it
+    plays = [
+        kind in s.teams or (kind in s.env_teams and s.reference_solutions) for s, kind in pairs
+    ]
+    assert len(files) == 2 * sum(plays)
     assert len(files) >= 2 * 9  # the seed's nine pairs at least
 
 
@@ -120,6 +124,12 @@ def test_the_oracle_teams_reach_their_known_maxima(offline_round) -> None:
             assert all(mean_of(r["Adj % ↓"]) > 0 for r in naive)
         else:
             assert all(mean_of(r["HP %"]) < 100 for r in naive)
+    # BridgeBuild: the privileged oracle and the sound heuristic link clean, the naive team not
+    for row in local("BridgeBuild", "scripted:oracle") + local("BridgeBuild", "scripted:heuristic"):
+        assert mean_of(row["Connected %"]) == 100.0 and mean_of(row["Fake hits ↓"]) == 0.0
+        assert mean_of(row["Probes ↓"]) > 0 and mean_of(row["Msg tokens ↓"]) > 0
+    for row in local("BridgeBuild", "scripted:naive"):
+        assert mean_of(row["Fake hits ↓"]) > 0
 
 
 def test_the_leaderboard_shows_the_published_rows_marked_as_such(offline_round) -> None:
@@ -334,7 +344,8 @@ def test_interval_math() -> None:
         ),
         (
             ["--env", "housebuild", "--team", "scripted:heuristic"],
-            "no scripted heuristic team for housebuild (the heuristic team plays arxiv, tldr)",
+            "no scripted heuristic team for housebuild (the heuristic team plays arxiv, "
+            "bridgebuild, tldr)",
         ),
         (
             [

@@ -71,8 +71,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         spec = declared(game)  # offline: the tasks that ship (the writing tasks' sample)
         env = make(entry.id, **dict((spec.offline if spec is not None else None) or {}))
         table = teams()
-        for kind in [k for k in table if game in table[k]]:
-            team = scripted_team(game, kind)
+        kinds = [k for k in table if game in table[k]]
+        if spec is not None and spec.reference_solutions:  # teams built from the env it plays
+            kinds += [k for k in spec.env_teams if k not in kinds]
+        for kind in kinds:
+            team = scripted_team(game, kind, env)
             played = 0
             for split in REFERENCE_SPLITS:
                 items = env.items(split)

@@ -31,7 +31,12 @@ FAMILY = TaskFamily(
                 ),
                 "Connected",
             ),
-            teams={"oracle": f"{TEAMS}:bridgebuild_oracle", "naive": f"{TEAMS}:bridgebuild_naive"},
+            teams={
+                "heuristic": f"{TEAMS}:bridgebuild_heuristic",
+                "naive": f"{TEAMS}:bridgebuild_naive",
+            },
+            env_teams={"oracle": f"{TEAMS}:env_oracle"},
+            reference_solutions=True,  # the reference maps carry every pillar's type
             offline={},
             default_data="reference maps",
             demo_metrics=("connected", "gap_reduced", "fake_pillar_hits"),

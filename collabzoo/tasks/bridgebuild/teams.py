@@ -1,22 +1,34 @@
-"""BridgeBuild's scripted teams. Each reads only its own observation (the newest prompt in it).
+"""BridgeBuild's scripted teams. The heuristic and naive teams read only their own observation
+(the newest prompt in it); the oracle is privileged: built from the env (`env_oracle`), it
+knows every map's pillar types.
 
-The oracle is sound: it never places a block beside a pillar whose type it does not know to be
-true (its own probes or its partner's reports), so it never touches a fake pillar, whatever the
-hidden types are. On turn 1 each worker walks a loop that brings the whole map into sight and
-probes the pillars nearest its start (which anyone who knows the layout can work out). From
-turn 2 on both derive the same meeting cell M from the layout alone: a water cell with no pillar
-beside it, halfway along the least risky S-T route (the pillars probed on turn 1 counted as
-free). Each worker plans its half (A from S to M, B from T to M) with the types it knows:
+The heuristic team is sound: it never places a block beside a pillar whose type it does not know
+to be true (its own probes or its partner's reports), so it never touches a fake pillar,
+whatever the hidden types are. On turn 1 each worker walks a loop that brings the whole map into
+sight and probes the pillars nearest its start (which anyone who knows the layout can work out).
+From turn 2 on both derive the same meeting cell M from the layout alone: a water cell with no
+pillar beside it, halfway along the least risky S-T route (the pillars probed on turn 1 counted
+as free). Each worker plans its half (A from S to M, B from T to M) with the types it knows:
 unknown pillars cost a probe, more so near a known fake (fakes cluster), known fakes are never
-touched. A half that touches no unknown pillar is built at once; otherwise the worker probes
-the unknown pillars on it, nearest its anchor first, and gives spare probes to its partner's
-half from M's end. On the last turn (what the partner probes then reaches it too late) a worker
-also builds its partner's half where it knows every pillar beside it, or else a whole S-T
-route it knows to be safe, if there is one. Every message carries the sender's probe results.
-Walking on to the far anchor earns CoTI's walking bonus.
+touched. A half that touches no unknown pillar is built at once; otherwise the worker probes the
+unknown pillars on it, nearest its anchor first, and gives spare probes to its partner's half
+from M's end. On the last turn (what the partner probes then reaches it too late) a worker also
+builds its partner's half where it knows every pillar beside it, or else a whole S-T route it
+knows to be safe, if there is one. Every message carries the sender's probe results. Walking on
+to the far anchor earns CoTI's walking bonus.
 
 The naive team fills straight lines blind: worker A the column below its S, worker B the whole
 row above its T, on turn 1, fake pillars or not.
+
+The oracle finds its map among the env's by what its prompt shows and builds the map's best
+bridge (`plan_bridge`: every group of anchors and true pillars it can reach joined,
+no fake pillar touched) as text actions the env reads like any other answer. On its first turn
+each worker walks to the far anchor (CoTI's walking bonus); on every turn but the last it
+probes its half of the pillars the bridge touches (probes are how a worker comes to know a
+pillar), and it tells its partner what it has found. On the last turn the two fill the whole
+bridge, linking S and T: that turn pays the reward's most less the blocks. On the CoTI path,
+which pays a late bonus for a compact bridge close to done, they first fill all of it but one
+cell on the turn before the last. With one turn they fill it all at once.
 """
 
 from __future__ import annotations
@@ -28,7 +40,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from collabzoo.tasks.bridgebuild import rewards as rules
 from collabzoo.tasks.bridgebuild.envs import HEADER, LETTERS
+from collabzoo.tasks.bridgebuild.rewards import BridgeMap
 
 Coord = tuple[int, int]
 _TURN = re.compile(r"worker ([AB]) of (\d+), turn (\d+) of (\d+)\.")
@@ -345,7 +359,8 @@ def _answer(comm: dict, probe: list[Coord], cmds: list[str], path: list[Coord]) 
     )
 
 
-def bridgebuild_oracle(observation: str) -> str:
+def bridgebuild_heuristic(observation: str) -> str:
+    """The sound observation-only team (see the module's docstring)."""
     view = read_view(observation)
     if view.turn == 1:
         return _answer({}, first_probes(view, view.me), [], exploration_path(view))
@@ -394,3 +409,306 @@ def bridgebuild_naive(observation: str) -> str:
         _, z = min(view.anchors["T"], key=lambda c: (c[1], c[0]))
         cmd = f"/fill 0 {z - 1} {view.width - 1} {z - 1} {view.block}"
     return _answer({}, [], [cmd], [view.position])
+
+
+# ----- the privileged oracle --------------------------------------------------------------------
+
+# The best bridge of a map whose pillar types are known.
+#
+# The reward pays, once S and T are linked, the whole gap, one merge per group of anchors and
+# true pillars joined, and every true pillar linked to an anchor; it charges every block and
+# every fake pillar given a placed neighbour. So the plan fills only water with no fake pillar
+# beside it, and joins every group of anchors and true pillars it can reach that way to S and
+# T: a Steiner tree over those groups, grown greedily (the nearest group next, ties in row
+# order) and then pruned of blocks it can do without. A fill is worth far less than a pillar
+# (5 / placeable cells against 5 / true pillars), so reaching every group is always worth it.
+
+
+@dataclass(frozen=True)
+class BridgePlan:
+    """What to fill, and the one cell whose fill links S and T last."""
+
+    fills: tuple[Coord, ...]
+    """Water cells to fill, in row order."""
+    closing: Coord | None
+    """A cell of `fills` without which S and T stay apart (None: no fill links them)."""
+    pillars: tuple[Coord, ...]
+    """The pillars the bridge touches (on it or beside a fill), nearest S first: what the
+    workers probe."""
+
+
+def safe_water(bmap: BridgeMap) -> frozenset[Coord]:
+    """Water cells that may be filled without giving a fake pillar a placed neighbour."""
+    fakes = bmap.fake_pillars
+    cells = ((x, z) for x in range(bmap.width) for z in range(bmap.height))
+    return frozenset(
+        c
+        for c in cells
+        if c not in bmap.fixed and not any(nb in fakes for nb in rules.neighbours(c))
+    )
+
+
+def _groups(cells: Iterable[Coord], passable: frozenset[Coord]) -> list[frozenset[Coord]]:
+    """The groups `cells` fall into, joined through `passable`."""
+    out: list[frozenset[Coord]] = []
+    placed: set[Coord] = set()
+    for seed in rules.sorted_cells(cells):
+        if seed not in placed:
+            group = frozenset(_flood([seed], passable))
+            placed |= group
+            out.append(group)
+    return out
+
+
+def _flood(starts: Iterable[Coord], passable: frozenset[Coord]) -> set[Coord]:
+    seen, todo = set(starts), list(starts)
+    while todo:
+        for nb in rules.neighbours(todo.pop()):
+            if nb in passable and nb not in seen:
+                seen.add(nb)
+                todo.append(nb)
+    return seen
+
+
+def _cheapest_path(
+    tree: set[Coord], goals: set[Coord], usable: frozenset[Coord], water: frozenset[Coord]
+) -> list[Coord]:
+    """The fewest water cells joining the tree to any goal cell (ties: row, then column)."""
+    best = dict.fromkeys(tree, 0)
+    heap = [(0, c[1], c[0], c) for c in rules.sorted_cells(tree)]
+    back: dict[Coord, Coord] = {}
+    while heap:
+        cost, _, _, cell = heapq.heappop(heap)
+        if cost > best[cell]:
+            continue
+        if cell in goals:
+            path = [cell]
+            while path[-1] in back:
+                path.append(back[path[-1]])
+            return path
+        for nb in rules.neighbours(cell):
+            if nb not in usable:
+                continue
+            step = cost + (nb in water)
+            if step < best.get(nb, step + 1):
+                best[nb] = step
+                back[nb] = cell
+                heapq.heappush(heap, (step, nb[1], nb[0], nb))
+    return []
+
+
+def plan_bridge(bmap: BridgeMap) -> BridgePlan:
+    """The plan for a map (see the module's docstring). Where S and T can be linked only
+    through a fake pillar, the bridge passes it (pillars of either type link S and T) and the
+    true pillars are joined as before."""
+    water = safe_water(bmap)
+    focus = bmap.anchors | bmap.true_pillars
+    usable = focus | water
+    reach = _flood(bmap.anchors_s, usable)
+    if not reach & set(bmap.anchors_t):  # link through fake pillars, touching none
+        usable = usable | bmap.fake_pillars
+    groups = _groups(focus, focus)
+    tree = set(next(g for g in groups if g & set(bmap.anchors_s)))
+    fills: set[Coord] = set()
+
+    def attach(goal_groups: list[frozenset[Coord]]) -> bool:
+        goals = set().union(*goal_groups) if goal_groups else set()
+        path = _cheapest_path(tree, goals, frozenset(usable), water)
+        if not path:
+            return False
+        for cell in path:
+            tree.add(cell)
+            if cell in water:
+                fills.add(cell)
+        for group in goal_groups:
+            if tree & group:
+                tree.update(group)
+        return True
+
+    # T first (the link pays most), then the nearest group left, until none can be reached
+    attach([g for g in groups if g & set(bmap.anchors_t) and not g <= tree])
+    while True:
+        left = [g for g in groups if not g & tree]
+        if not left or not attach(left):
+            break
+    fills = _pruned(bmap, fills)
+    return BridgePlan(
+        fills=tuple(rules.sorted_cells(fills)),
+        closing=_closing_cell(bmap, fills),
+        pillars=_touched(bmap, fills),
+    )
+
+
+def _score(bmap: BridgeMap, fills: frozenset[Coord]) -> tuple[bool, int, int]:
+    return (
+        rules.is_connected(bmap, fills),
+        -rules.components(bmap, fills),
+        rules.connected_true_pillars(bmap, fills),
+    )
+
+
+def _pruned(bmap: BridgeMap, fills: set[Coord]) -> set[Coord]:
+    """The fills without those whose loss keeps the link, the groups and the linked pillars."""
+    kept = set(fills)
+    target = _score(bmap, frozenset(kept))
+    for cell in rules.sorted_cells(fills)[::-1]:
+        trial = frozenset(kept - {cell})
+        if _score(bmap, trial) == target:
+            kept.discard(cell)
+    return kept
+
+
+def _closing_cell(bmap: BridgeMap, fills: set[Coord]) -> Coord | None:
+    """A fill whose absence leaves S and T apart and the fewest groups (two at best: the
+    compact, nearly ready bridge CoTI's late bonus pays for)."""
+    apart = [
+        c for c in rules.sorted_cells(fills) if not rules.is_connected(bmap, frozenset(fills - {c}))
+    ]
+    if not apart:
+        return None
+    return min(apart, key=lambda c: rules.components(bmap, frozenset(fills - {c})))
+
+
+def _touched(bmap: BridgeMap, fills: set[Coord]) -> tuple[Coord, ...]:
+    touched = {nb for c in fills for nb in rules.neighbours(c) if nb in bmap.pillars}
+    start = rules.sorted_cells(bmap.anchors_s)[0]
+    return tuple(
+        sorted(touched, key=lambda p: (abs(p[0] - start[0]) + abs(p[1] - start[1]), p[1], p[0]))
+    )
+
+
+def _window(cell: Coord, sight: int, width: int, height: int) -> set[Coord]:
+    x, z = cell
+    return {
+        (a, b)
+        for a in range(max(0, x - sight), min(width, x + sight + 1))
+        for b in range(max(0, z - sight), min(height, z + sight + 1))
+    }
+
+
+def shows(bmap: BridgeMap, view: View) -> bool:
+    """Whether a prompt could come from this map: its size, everything it lists in sight, and
+    all of the map within sight of where the worker stands."""
+    if (bmap.width, bmap.height) != (view.width, view.height):
+        return False
+    listed = {
+        "S": view.anchors["S"],
+        "T": view.anchors["T"],
+        "land": view.land,
+        "pillars": view.pillars,
+    }
+    actual = {
+        "S": set(bmap.anchors_s),
+        "T": set(bmap.anchors_t),
+        "land": set(bmap.land),
+        "pillars": set(bmap.pillars),
+    }
+    here = _window(view.position, view.sight, view.width, view.height)
+    known_right = all(
+        (t == "Y") == (c in bmap.true_pillars) for c, t in view.own.items() if t in ("Y", "N")
+    )
+    return known_right and all(
+        listed[k] <= actual[k] and actual[k] & here <= listed[k] for k in listed
+    )
+
+
+class BridgeOracle:
+    """The privileged oracle of the maps it is given: an ordinary text policy (prompt in,
+    answer out) that knows each map's pillar types. It finds the map a prompt comes from among
+    them (`shows`); where several fit what the prompt shows and they differ, it takes
+    `current()`'s map (the env's map now) if that is one of them. With `late_bonus` (the
+    CoTI path's reward) it builds all but the closing cell on the turn before the last."""
+
+    def __init__(
+        self, maps: Iterable[BridgeMap], current: Any = None, *, late_bonus: bool = False
+    ) -> None:
+        self.maps = list(maps)
+        if not self.maps:
+            raise ValueError("the BridgeBuild oracle needs at least one map")
+        self.current = current
+        self.late_bonus = late_bonus
+        self._plans: dict[tuple[str, ...], BridgePlan] = {}
+
+    def find_map(self, view: View) -> BridgeMap:
+        fits = [m for m in self.maps if shows(m, view)]
+        layouts = {m.rows for m in fits}
+        if len(layouts) == 1:
+            return fits[0]
+        now = self.current() if self.current is not None else None
+        if now is not None and any(now.rows == m.rows for m in fits):
+            return now
+        if not fits:
+            raise ValueError(
+                f"the prompt shows none of the oracle's {len(self.maps)} maps (a "
+                f"{view.width} x {view.height} map): build it from the env that wrote the prompt"
+            )
+        ids = ", ".join(m.task_id for m in fits)
+        raise ValueError(f"the prompt fits several maps ({ids}); pass the env playing it")
+
+    def plan(self, bmap: BridgeMap) -> BridgePlan:
+        if bmap.rows not in self._plans:
+            self._plans[bmap.rows] = plan_bridge(bmap)
+        return self._plans[bmap.rows]
+
+    def __call__(self, observation: str) -> str:
+        view = read_view(observation)
+        bmap = self.find_map(view)
+        plan = self.plan(bmap)
+        probed = set(view.own)
+        share = [p for p in plan.pillars[view.me :: 2] if p not in probed]
+        probes = share[: view.max_probe] if view.turn < view.turns else []
+        if view.turn >= view.turns:
+            cells = list(plan.fills)
+        elif self.late_bonus and view.turn == view.turns - 1:
+            cells = [c for c in plan.fills if c != plan.closing]
+        else:
+            cells = []
+        cmds = _rectangles(bmap, cells, view.block)
+        # worker A sends the first half of the commands, worker B the rest
+        half = (len(cmds) + 1) // 2
+        mine = cmds[:half] if view.me == 0 else cmds[half:]
+        if len(mine) > view.max_fills:
+            raise ValueError(
+                f"the bridge needs {len(cmds)} fill commands, over the team's "
+                f"{2 * view.max_fills}: raise max_commands"
+            )
+        facts = [
+            {"x": x, "z": z, "type": t, "source": "self_probe"}
+            for (x, z), t in sorted(view.own.items(), key=lambda item: (item[0][1], item[0][0]))
+            if t in ("Y", "N")
+        ]
+        comm: dict[str, Any] = {"discovered_pillars": facts} if facts else {}
+        far = bmap.anchors_t if view.me == 0 else bmap.anchors_s
+        nearest = min(
+            far, key=lambda a: (abs(a[0] - view.position[0]) + abs(a[1] - view.position[1]), a)
+        )
+        walk = [view.position, *_walk(view.position, nearest)]
+        return _answer(comm, probes, mine, walk)
+
+
+def _rectangles(bmap: BridgeMap, cells: list[Coord], block: str) -> list[str]:
+    """Fill commands for the cells: runs along a row, a run passing over land or pillars (which
+    a fill skips) but no other water."""
+    todo = set(cells)
+    commands = []
+    for z in range(bmap.height):
+        start = end = None
+        for x in range(bmap.width + 1):
+            cell = (x, z)
+            if cell in todo:
+                start = x if start is None else start
+                end = x
+            elif start is not None and (x >= bmap.width or cell not in bmap.fixed):
+                commands.append(f"/fill {start} {z} {end} {z} {block}")
+                start = None
+    return commands
+
+
+def env_oracle(env: Any) -> BridgeOracle:
+    """The oracle of every map of the env it plays (`TaskSpec.env_teams`), building the way
+    the env's reward pays best."""
+    return BridgeOracle(
+        env.items("all"),
+        lambda: getattr(env, "item", None),
+        late_bonus=getattr(env, "reward", "comlrl") == "coti",
+    )
