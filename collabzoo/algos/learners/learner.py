@@ -7,15 +7,12 @@ any extra state (critics, their optimizers) through `extra_state()` / `load_extr
 The Monte-Carlo learners (`tree_learner`) and the actor-critic learners (`actor_critic`) are
 its two families.
 
-Frozen and alternating agents (`trainable_agents`, `alternate_every`; see `trained_agents`):
-`train_step` marks the update groups of the policies that do not train at this update
-`frozen` before it calls `learn`. A learner honours the schedule with two hooks: it builds its
-batch and every advantage statistic from `self.trained_agents` only (`trained_only` filters a
-per-agent mapping), and it steps no frozen group. `UpdateGroup.step` refuses a frozen group,
-and `train_step` fails an update after which a frozen group holds gradients (a frozen agent's
-sample reached a loss): an error, not a silent update.
-Per-agent sampling is `sampling_of(agent)`; a policy's learning rate is
-`learning_rate(policy, field)`.
+Frozen and alternating agents (`trainable_agents`, `alternate_every`; the rule is in
+`trained_agents`): `train_step` freezes the update groups of the policies not trained at this
+update before it calls `learn`, and fails an update after which a frozen group holds gradients.
+A learner builds its batch and every advantage statistic from `self.trained_agents` only
+(`trained_only` filters a per-agent mapping), samples and scores with `sampling_of(agent)` and
+sets a policy's rate with `learning_rate(policy, field)`.
 """
 
 from __future__ import annotations
@@ -35,7 +32,10 @@ import torch
 
 from collabzoo.algos.learners.config import LearnerConfig
 from collabzoo.algos.learners.stats import RunningStats
-from collabzoo.algos.learners.trained_agents import AgentSchedule, check_team
+from collabzoo.algos.learners.trained_agents import (
+    check_team,
+    shared_learning_rate,
+)
 from collabzoo.algos.policies.llm import LLMPolicy
 from collabzoo.algos.policies.model_loading import team_policies
 from collabzoo.algos.policies.policy import Policy
@@ -134,18 +134,8 @@ class Learner:
 
     # ----- who trains, and with what --------------------------------------------------------------
     def _check_schedule(self) -> None:
-        """Refuse a schedule or per-agent setting this team cannot follow; say which agents
-        share weights with a trained agent (left out of the batch, not frozen)."""
-        args = self.args
-        shared = check_team(args, self.agents, self.policies)
-        if shared:
-            warnings.warn(
-                f"agents {shared} do not train but share their model with an agent that does: "
-                "they are left out of the batch and act with the weights being trained (not "
-                "frozen); give them a model or LoRA adapter of their own to freeze them",
-                stacklevel=3,
-            )
-        self.schedule = AgentSchedule(self.agents, args.trainable_agents, args.alternate_every)
+        """Refuse a schedule or per-agent setting this team cannot follow (`check_team`)."""
+        self.schedule = check_team(self.args, self.agents, self.policies)
 
     @property
     def trained_agents(self) -> list[str]:
@@ -173,17 +163,8 @@ class Learner:
         return self.agent_sampling[agent]
 
     def learning_rate(self, policy: Policy, field: str) -> float:
-        """The learning rate of `policy`'s group: config field `field` as its agents have it
-        (`per_agent`); agents sharing one policy share its optimizer, so they must agree."""
-        rates = {
-            a: self.args.agent_value(a, field) for a, p in self.policies.items() if p is policy
-        }
-        if len(set(rates.values())) > 1:
-            raise ValueError(
-                f"agents {sorted(rates)} share one model, and so one optimizer: their {field} "
-                f"cannot differ ({rates}); give each agent its own model or LoRA adapter"
-            )
-        return next(iter(rates.values()))
+        """The learning rate of `policy`'s group: config field `field` as its agents have it."""
+        return shared_learning_rate(self.args, self.policies, policy, field)
 
     def _check_sharding(self) -> None:
         shards = self.args.rollout_shards

@@ -29,6 +29,7 @@ the sampling (`max_new_tokens`, `temperature`, `top_p`, `top_k`) and its learnin
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -115,9 +116,9 @@ class AgentSchedule:
         return [self.trainable[(update // self.every) % len(self.trainable)]]
 
 
-def check_team(config: Any, agents: Sequence[str], policies: Mapping[str, Any]) -> list[str]:
-    """Refuse a schedule this team cannot follow; return the untrained agents that share
-    weights with a trained one (left out of the batch but not frozen), for a warning."""
+def check_team(config: Any, agents: Sequence[str], policies: Mapping[str, Any]) -> AgentSchedule:
+    """The team's schedule, refused where this team cannot follow it; warns of the untrained
+    agents that share weights with a trained one (left out of the batch but not frozen)."""
     found = unknown_agents(config, agents)
     if found:
         raise ValueError(found)
@@ -139,11 +140,33 @@ def check_team(config: Any, agents: Sequence[str], policies: Mapping[str, Any]) 
                         "train on some agents' samples only with trainable_agents"
                     )
     trained = set(schedule.trainable)
-    return [
+    shared = [
         agent
         for agent in agents
         if agent not in trained and any(policies[t] is policies[agent] for t in trained)
     ]
+    if shared:
+        warnings.warn(
+            f"agents {shared} do not train but share their model with an agent that does: "
+            "they are left out of the batch and act with the weights being trained (not "
+            "frozen); give them a model or LoRA adapter of their own to freeze them",
+            stacklevel=4,
+        )
+    return schedule
+
+
+def shared_learning_rate(
+    config: Any, policies: Mapping[str, Any], policy: Any, field: str
+) -> float:
+    """`policy`'s learning rate: config field `field` as its agents have it (`per_agent`).
+    Agents sharing one policy share its optimizer, so they must agree."""
+    rates = {a: config.agent_value(a, field) for a, p in policies.items() if p is policy}
+    if len(set(rates.values())) > 1:
+        raise ValueError(
+            f"agents {sorted(rates)} share one model, and so one optimizer: their {field} "
+            f"cannot differ ({rates}); give each agent its own model or LoRA adapter"
+        )
+    return next(iter(rates.values()))
 
 
 __all__ = [
@@ -151,5 +174,6 @@ __all__ = [
     "AgentSchedule",
     "check_agent_fields",
     "check_team",
+    "shared_learning_rate",
     "unknown_agents",
 ]
