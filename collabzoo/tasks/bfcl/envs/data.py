@@ -384,12 +384,15 @@ def local_rows(path: Path, split: str) -> list[dict]:
 
 
 def check_rows(rows: Sequence[Mapping[str, Any]], source: str, *, multiturn: bool) -> None:
-    """ValueError, in one line, when rows are not BFCL rows: what was found, what was expected."""
+    """ValueError, in one line, when rows are not BFCL rows: what was found, what was expected.
+    A null field is a missing one: `datasets` gives a row that lacks a field the others have
+    that field as None."""
     fields = (*ROW_FIELDS, "turn_index") if multiturn else ROW_FIELDS
     for index, row in enumerate(rows):
-        missing = [f for f in fields if f not in row]
+        missing = [f for f in fields if row.get(f) is None]
         if missing:
-            found = ", ".join(sorted(map(str, row))) or "no fields"
+            found = ", ".join(sorted(str(k) for k, v in row.items() if v is not None))
+            found = found or "no fields"
             raise ValueError(
                 f"BFCL data {source!r} is not BFCL rows: row {index} lacks {', '.join(missing)} "
                 f"(it has {found}); expected {ROW_FORMAT}"

@@ -238,9 +238,9 @@ def _plan(value: Any) -> tuple[Mapping[str, Any], ...] | None:
 
 
 def _task_from_hub_row(row: Mapping[str, Any], index: int, source: str, split: str) -> TravelTask:
-    missing = [k for k in HUB_FIELDS if k not in row]
+    missing = [k for k in HUB_FIELDS if row.get(k) is None]  # `datasets` fills a gap with None
     if missing:
-        found = ", ".join(sorted(map(str, row)))
+        found = ", ".join(sorted(str(k) for k, v in row.items() if v is not None))
         raise _fail(source, index, f"lacks {', '.join(missing)} (it has {found})")
     query = str(row.get("query") or "").strip()
     if not query:
