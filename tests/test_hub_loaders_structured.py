@@ -1,11 +1,12 @@
 """The structured tasks' hub loaders through a real `datasets` cache, the hub out of reach: the
-BFCL multi-turn hub set with its nested rows as the hub's JSON lines hold them, and bad data in
-the cache (another task's rows, a row lacking a field) for BFCL and TravelPlanner.
+BFCL multi-turn hub set with its nested rows as the hub's JSON lines hold them, TravelPlanner's
+validation config played through it, and bad data in the cache (another task's rows, a row
+lacking a field) for both.
 
 Each cache entry is built here from the shipped files: `datasets` loads rows in the hub's form
 with its own JSON builder, and the built folder is put where `datasets` looks for the hub id
 offline (`<namespace>___<name>/<config>/0.0.0/<hash>`, the newest hash winning). The native BFCL
-set and TravelPlanner's good rows are covered in tests/test_bfcl.py and tests/test_travelplanner.py.
+set (its schemas as JSON text, and the hub cache's files) is covered in tests/test_bfcl.py.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Any
 import pytest
 
 import collabzoo
+from collabzoo.envs.records import load_records
 from collabzoo.envs.scripted_teams import scripted_team
 from collabzoo.tasks.bfcl.envs.data import MULTITURN_CATEGORIES
+from collabzoo.tasks.travelplanner.envs.data import tasks_from_records
 from tests.conftest import REPOSITORY, benchmark_module, require, skip_or_fail
 
 PUT_IN_CACHE = r"""
@@ -66,6 +69,7 @@ def refused(make):
 
 BFCL_RUN = r"""
 import collabzoo
+from collabzoo.envs.records import load_records
 from collabzoo.envs.scripted_teams import scripted_team
 cache, rows_file = sys.argv[1], sys.argv[2]
 given = json.load(open(rows_file))
@@ -88,9 +92,7 @@ del lacking["eval"][2]["turn_index"]
 put(cache, hub, "default", lacking, "2")
 put(cache, "OpenMLRL/BFCL-V4-Parallel-Native", "default", {"train": given["foreign"]}, "3")
 loaded["lacking"] = refused(lambda: collabzoo.make("bfclmultiturn"))
-loaded["foreign"] = refused(
-    lambda: collabzoo.make("bfcl", hub_splits={"train": "train", "eval": "train[:1]"})
-)
+loaded["foreign"] = refused(lambda: collabzoo.make("bfcl"))
 print(json.dumps(loaded))
 """
 
@@ -98,11 +100,19 @@ TRAVEL_RUN = r"""
 import collabzoo
 cache, rows_file = sys.argv[1], sys.argv[2]
 given = json.load(open(rows_file))
-put(cache, "osunlp/TravelPlanner", "validation", {"validation": given["foreign"]}, "1")
-found = {"foreign": refused(lambda: collabzoo.make("travelplanner"))}
+put(cache, "osunlp/TravelPlanner", "validation", {"validation": given["rows"]}, "1")
+env = collabzoo.make("travelplanner")
+observations, infos = env.reset(options={"task": given["play"], "split": "eval"})
+found = {
+    "ids": {s: [t.task_id for t in env.items(s)] for s in ("all", "train", "eval")},
+    "observations": observations,
+    "dataset": infos[env.agents[0]]["dataset"],
+}
+put(cache, "osunlp/TravelPlanner", "validation", {"validation": given["foreign"]}, "2")
+found["foreign"] = refused(lambda: collabzoo.make("travelplanner"))
 rows = [dict(r) for r in given["rows"]]
 del rows[3]["org"]
-put(cache, "osunlp/TravelPlanner", "validation", {"validation": rows}, "2")
+put(cache, "osunlp/TravelPlanner", "validation", {"validation": rows}, "3")
 found["lacking"] = refused(lambda: collabzoo.make("travelplanner"))
 print(json.dumps(found))
 """
@@ -140,8 +150,9 @@ def test_bfcl_multiturn_hub_set_loads_from_a_real_datasets_cache_and_bad_rows_ar
     bfcl_data: Path, tmp_path: Path
 ) -> None:
     """The multi-turn hub set (nested rows, every step category) loads through `datasets` with
-    the reference's slices (all of train and eval), rows as written, and plays the same prompts
-    and oracle rewards as the same rows read from BFCL's files; a hub copy whose row lacks
+    the reference's slices (all of train and eval), rows as written (built from BFCL's files),
+    and plays the same prompts and oracle rewards as those rows read from the hub's file layout
+    without `datasets`; a hub copy whose row lacks
     turn_index, or the native hub id holding another task's rows, is a one-line error naming
     the hub id, the row and what was expected."""
     offline = collabzoo.make("bfclmultiturn", data=bfcl_data)
@@ -186,24 +197,36 @@ def test_bfcl_multiturn_hub_set_loads_from_a_real_datasets_cache_and_bad_rows_ar
     )
 
 
-def test_travelplanner_hub_copy_with_bad_rows_is_a_clear_error(
+def test_travelplanner_hub_copy_loads_and_plays_and_bad_rows_are_a_clear_error(
     shared_data: Path, tmp_path: Path
 ) -> None:
-    """`osunlp/TravelPlanner` (config and split validation) in the `datasets` cache holding
-    another task's rows, or a row lacking org (which arrow fills with null): `make` refuses it,
+    """`osunlp/TravelPlanner` (config and split validation) in the `datasets` cache, built from
+    the shipped queries as hub rows: the env loads it with the reference's curriculum and split
+    and plays the same tasks, prompts included, as the same rows read from a file. Holding
+    another task's rows, or a row lacking org (which arrow fills with null), `make` refuses it,
     naming the hub id, the row and the field."""
     data_file = require(
         shared_data / "travelplanner" / "std_travelplanner.jsonl",
         "the shipped TravelPlanner queries",
     )
-    from collabzoo.envs.records import load_records
-    from collabzoo.tasks.travelplanner.envs.data import tasks_from_records
-
     generator = benchmark_module("travelplanner_conformance")
-    tasks = tasks_from_records(load_records(data_file), data_file.name)[:6]
-    rows = [generator.hub_row(t) for t in tasks]
+    tasks = tasks_from_records(load_records(data_file), data_file.name)
+    rows = []
+    for task in tasks:
+        row = generator.hub_row(task)
+        row["annotated_plan"] = str(list(task.annotated_plan or ()))
+        rows.append(row)
+    local = tmp_path / "validation.jsonl"
+    local.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    same = collabzoo.make("travelplanner", data=str(local))
+    play = same.items("eval")[1].task_id
     foreign = [{"id": "simple_0", "question": "q", "function": "f"}]
-    found = _run_offline(tmp_path, TRAVEL_RUN, {"rows": rows, "foreign": foreign})
+    found = _run_offline(tmp_path, TRAVEL_RUN, {"rows": rows, "play": play, "foreign": foreign})
+    assert found["ids"] == {s: [t.task_id for t in same.items(s)] for s in found["ids"]}
+    assert len(found["ids"]["all"]) == len(tasks) and len(found["ids"]["eval"]) == 4
+    expected, _ = same.reset(options={"task": play, "split": "eval"})
+    assert found["observations"] == expected
+    assert found["dataset"].startswith("osunlp/TravelPlanner validation@")
     source = "ValueError: TravelPlanner data 'osunlp/TravelPlanner'"
     assert found["foreign"].startswith(f"{source}, row 0: lacks query, org, dest, days")
     assert "(it has function, id, question); expected hub-layout rows" in found["foreign"]
