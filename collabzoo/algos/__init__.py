@@ -17,7 +17,19 @@ from collabzoo.algos.learners.central_critic import (
 )
 from collabzoo.algos.learners.iac import IACConfig, IACTrainer
 from collabzoo.algos.learners.ippo import IPPOConfig, IPPOTrainer
+from collabzoo.algos.learners.madpo import (
+    MADPOConfig,
+    MADPOIterConfig,
+    MADPOIterTrainer,
+    MADPOTrainer,
+)
 from collabzoo.algos.learners.magrpo import MAGRPOConfig, MAGRPOTrainer
+from collabzoo.algos.learners.marlhf import (
+    MARLHFConfig,
+    MARLHFIterConfig,
+    MARLHFIterTrainer,
+    MARLHFTrainer,
+)
 from collabzoo.algos.learners.reinforce import MAREINFORCEConfig, MAREINFORCETrainer
 from collabzoo.algos.learners.supervised import SupervisedConfig, SupervisedTrainer
 from collabzoo.algos.policies.llm import LLMPolicy
@@ -37,6 +49,10 @@ LEARNERS = {
     "iac": (IACConfig, IACTrainer),
     "ippo": (IPPOConfig, IPPOTrainer),
     "cc": (CentralCriticConfig, CentralCriticTrainer),
+    "madpo": (MADPOConfig, MADPOTrainer),
+    "madpo_iter": (MADPOIterConfig, MADPOIterTrainer),
+    "marlhf": (MARLHFConfig, MARLHFTrainer),
+    "marlhf_iter": (MARLHFIterConfig, MARLHFIterTrainer),
 }
 """Learner name -> (config class, trainer class), as `collabzoo train ALGO` knows them."""
 
@@ -51,10 +67,18 @@ __all__ = [
     "IPPOConfig",
     "IPPOTrainer",
     "LLMPolicy",
+    "MADPOConfig",
+    "MADPOIterConfig",
+    "MADPOIterTrainer",
+    "MADPOTrainer",
     "MAGRPOConfig",
     "MAGRPOTrainer",
     "MAREINFORCEConfig",
     "MAREINFORCETrainer",
+    "MARLHFConfig",
+    "MARLHFIterConfig",
+    "MARLHFIterTrainer",
+    "MARLHFTrainer",
     "MLPPolicy",
     "Sampling",
     "SupervisedConfig",

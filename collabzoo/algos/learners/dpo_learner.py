@@ -140,7 +140,9 @@ class DPOLearner(Learner):
         if self.args.preference_data is not None:
             from collabzoo.algos.learners.preference_data import load_pairs
 
-            return load_pairs(self.args.preference_data, self.policies)
+            return load_pairs(
+                self.args.preference_data, self.policies, self.args.preference_pairs_per_sample
+            )
         rng = random.Random(self.args.seed)
         seeds = pair_seeds(self.args.seed, 0, self.args.preference_num_items)
         pairs = sampled_pairs(self, seeds, rng)
