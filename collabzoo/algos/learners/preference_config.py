@@ -117,8 +117,12 @@ class OnlinePreferenceConfig(PreferenceConfig):
         _one_of(self, "comparator_policy", COMPARATORS)
         _one_of(self, "comparator_generation_mode", COMPARATOR_GENERATION_MODES)
         _one_of(self, "preference_replay_mode", REPLAY_MODES)
-        if self.preference_replay_mode == "nearest_k":
-            require_at_least(self, 1, "preference_replay_k")
+        require_at_least(self, 1, "preference_replay_k", optional=True)
+        if self.preference_replay_mode == "nearest_k" and self.preference_replay_k is None:
+            raise ValueError(
+                'preference_replay_mode="nearest_k" replays the last k iterations: set '
+                "preference_replay_k (1 or more)"
+            )
         if self.preference_replay_mode == "lambda_decay":
             value = self.preference_replay_lambda
             if (

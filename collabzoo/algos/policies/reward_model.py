@@ -114,7 +114,7 @@ class JointRewardModel(nn.Module):
             list(self.tokenizer(t, add_special_tokens=True)["input_ids"])[: self.max_length]
             for t in texts
         ]
-        width = max(1, *(len(r) for r in rows))
+        width = max([1, *(len(r) for r in rows)])
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for i, row in enumerate(rows):
