@@ -239,3 +239,55 @@ def test_the_default_reference_changes_the_loss_and_the_step(tmp_path) -> None:
         losses[free] = trainer.dpo_step(fixed_pairs(trainer.policies))["loss"]
     assert losses[False] == pytest.approx(math.log(2), abs=1e-6)
     assert abs(losses[True] - math.log(2)) > 1e-3
+
+
+def test_lambda_decay_weights_equal_the_references() -> None:
+    trainer = reference_iterative("comparator_reward", 4)
+    for lam in (0.0, 0.3, 0.5, 1.0):
+        trainer.args.preference_replay_lambda = lam
+        assert lambda_decay_weights(4, lam) == pytest.approx(trainer._lambda_decay_weights(4))
+
+
+def test_a_reward_model_step_equals_the_references() -> None:
+    """One Bradley-Terry step on one pair, from the same backbone and head, with the reference's
+    AdamW (decay 0.01, no clipping): the texts agree when the agents are named as the reference
+    numbers them, and so do the scores, the loss and every weight after the step."""
+    import copy
+
+    module = require_module("comlrl.trainers.preference.marlhf", "interop")
+    from collabzoo.algos.policies.reward_model import JointRewardModel, joint_text
+
+    model, tokenizer = tiny_causal_lm(seed=4)
+    agents = ["Agent 1", "Agent 2"]
+    prompts, chosen, rejected = ["p one", "p two"], ["a 1", "b 2"], ["x 9", "y 8"]
+    ours = JointRewardModel(copy.deepcopy(model), tokenizer)
+    theirs = module.JointRewardModel(copy.deepcopy(model))
+    theirs.reward_head.load_state_dict(ours.head.state_dict())
+    trainer = object.__new__(module.MARLHFTrainer)
+    trainer.reward_model, trainer.reward_tokenizer = theirs, tokenizer
+    trainer.reward_optimizer = torch.optim.AdamW(theirs.parameters(), lr=1e-3)
+    trainer.reward_device = torch.device("cpu")
+    trainer.args = SimpleNamespace(
+        reward_train_batch_size=1, reward_num_train_epochs=1, reward_max_length=None
+    )
+    trainer.verbose, trainer.num_agents = False, 2
+    pair = module.PreferencePair(prompts, chosen, rejected, [], 1.0, 0.0, 0.5)
+    assert trainer._format_joint_text(prompts, chosen) == joint_text(
+        dict(zip(agents, prompts, strict=True)), dict(zip(agents, chosen, strict=True)), agents
+    )
+    trainer._train_reward_model([pair])
+    texts = [
+        joint_text(
+            dict(zip(agents, prompts, strict=True)), dict(zip(agents, a, strict=True)), agents
+        )
+        for a in (chosen, rejected)
+    ]
+    optimizer = torch.optim.AdamW(ours.trainable_parameters(), lr=1e-3)
+    scores = ours.score_texts(texts)
+    bradley_terry_loss(scores[:1], scores[1:]).backward()
+    optimizer.step()
+    torch.testing.assert_close(ours.head.weight, theirs.reward_head.weight, atol=1e-6, rtol=0)
+    for mine, reference in zip(
+        ours.backbone.parameters(), theirs.backbone.parameters(), strict=True
+    ):
+        torch.testing.assert_close(mine, reference, atol=1e-6, rtol=0)
