@@ -197,7 +197,7 @@ class OnlinePairs:
         for root, other in zip(roots, others, strict=True):
             mine = self._candidates_of(root, c)
             current_rewards += [r for *_, r in mine]
-            comparator_rewards += [r for *_, r in other]
+            comparator_rewards += [found[2] for found in other if found is not None]
             made += self._matched(root, mine, other, rng)
         records = [p.to_record() for p in made]
         self.history.append(records)
