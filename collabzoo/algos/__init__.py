@@ -26,8 +26,20 @@ from collabzoo.algos.learners.joint_actor import (
     JointActorTrainer,
     JointACTrainer,
 )
+from collabzoo.algos.learners.madpo import (
+    MADPOConfig,
+    MADPOIterConfig,
+    MADPOIterTrainer,
+    MADPOTrainer,
+)
 from collabzoo.algos.learners.magrpo import MAGRPOConfig, MAGRPOTrainer
 from collabzoo.algos.learners.maremax import MAReMaxConfig, MAReMaxTrainer
+from collabzoo.algos.learners.marlhf import (
+    MARLHFConfig,
+    MARLHFIterConfig,
+    MARLHFIterTrainer,
+    MARLHFTrainer,
+)
 from collabzoo.algos.learners.marloo import MARLOOConfig, MARLOOTrainer
 from collabzoo.algos.learners.reinforce import MAREINFORCEConfig, MAREINFORCETrainer
 from collabzoo.algos.learners.supervised import SupervisedConfig, SupervisedTrainer
@@ -53,6 +65,10 @@ LEARNERS = {
     "joint": (JointActorConfig, JointActorTrainer),
     "joint-ac": (JointACConfig, JointACTrainer),
     "atgrpo": (ATGRPOConfig, ATGRPOTrainer),
+    "madpo": (MADPOConfig, MADPOTrainer),
+    "madpo-iter": (MADPOIterConfig, MADPOIterTrainer),
+    "marlhf": (MARLHFConfig, MARLHFTrainer),
+    "marlhf-iter": (MARLHFIterConfig, MARLHFIterTrainer),
 }
 """Learner name -> (config class, trainer class), as `collabzoo train ALGO` knows them."""
 
@@ -81,10 +97,18 @@ __all__ = [
     "LLMPolicy",
     "MAACConfig",
     "MAACTrainer",
+    "MADPOConfig",
+    "MADPOIterConfig",
+    "MADPOIterTrainer",
+    "MADPOTrainer",
     "MAGRPOConfig",
     "MAGRPOTrainer",
     "MAREINFORCEConfig",
     "MAREINFORCETrainer",
+    "MARLHFConfig",
+    "MARLHFIterConfig",
+    "MARLHFIterTrainer",
+    "MARLHFTrainer",
     "MARLOOConfig",
     "MARLOOTrainer",
     "MAReMaxConfig",

@@ -132,8 +132,8 @@ def add_commands(commands: Any) -> None:
         "algo",
         metavar="ALGO",
         help="magrpo, mareinforce, marloo, maremax, iac, ippo, cc (CoLLM-CC; also maac), atgrpo, "
-        "joint (one policy for the whole team, CentralizedMAGRPO) or joint-ac (the same trained "
-        "by IAC)",
+        "joint (one policy for the whole team, CentralizedMAGRPO), joint-ac (the same trained "
+        "by IAC), madpo, madpo-iter, marlhf or marlhf-iter (from preference pairs)",
     )
     train.add_argument("--env", required=True, help="env name or id (collabzoo list names them)")
     train.add_argument(
