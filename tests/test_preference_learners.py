@@ -304,3 +304,37 @@ def test_a_constant_reward_model_gives_zero_advantages(tmp_path) -> None:
     assert all(s.advantage == 0.0 for samples in batch.values() for s in samples)
     assert all(c.reward == pytest.approx(0.7) for r in roots for c in r.children)
     assert {"env_reward"} <= set(roots[0].children[0].metrics)
+
+
+# ----- frozen and alternating agents --------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("trainer_class", "config_class"),
+    [(MADPOTrainer, MADPOConfig), (MADPOIterTrainer, MADPOIterConfig)],
+)
+def test_a_frozen_agent_keeps_its_weights_and_its_partner_still_reads_its_deltas(
+    trainer_class, config_class, tmp_path
+) -> None:
+    """trainable_agents={left}: right's weights and AdamW stay untouched over the updates,
+    left trains, and every update logs who trained (the schedule every learner follows)."""
+    left, right = AGENTS
+    trainer = trainer_class(
+        FirstCharacters,
+        team(),
+        config_class(output_dir=str(tmp_path), trainable_agents=[left], **SMALL),
+    )
+    before = {
+        a: [p.detach().clone() for p in trainer.policies[a].trainable_parameters()] for a in AGENTS
+    }
+    for _ in range(2):
+        metrics = trainer.train_step()
+        assert metrics[f"trained/{left}"] == 1.0 and metrics[f"trained/{right}"] == 0.0
+    moved = {
+        a: any(
+            not torch.equal(b, p.detach())
+            for b, p in zip(before[a], trainer.policies[a].trainable_parameters(), strict=True)
+        )
+        for a in AGENTS
+    }
+    assert moved == {left: True, right: False}
+    frozen = trainer.groups[trainer.policy_name(trainer.policies[right])]
+    assert frozen.optimizer.state_dict()["state"] == {}

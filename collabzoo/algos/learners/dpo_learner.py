@@ -126,7 +126,10 @@ class DPOLearner(Learner):
         for policy in self.distinct:
             name = self.policy_name(policy)
             self.groups[name] = update_group(
-                name, policy.trainable_parameters(), args.agent_learning_rate, args
+                name,
+                policy.trainable_parameters(),
+                self.learning_rate(policy, "agent_learning_rate"),
+                args,
             )
         self.scorer = PairScorer(self, args.reference_free)
         self.online = hasattr(args, "comparator_policy")
@@ -188,6 +191,8 @@ class DPOLearner(Learner):
         for policy in self.distinct:
             name = self.policy_name(policy)
             group = self.groups[name]
+            if group.frozen:  # not trained at this update: its deltas stay in the joint
+                continue  # logits as constants, as every other agent's do
             group.zero_grad()
             losses = []
             for position, agent in enumerate(self.agents):
@@ -219,6 +224,7 @@ class DPOLearner(Learner):
 
     # ----- one update --------------------------------------------------------------------------
     def train_step(self) -> dict[str, float]:
+        trained = self.apply_schedule()  # frozen and alternating agents, as every learner
         if self.online:
             metrics = self.iteration_step()
         else:
@@ -230,6 +236,10 @@ class DPOLearner(Learner):
             rewards = [p.candidate_reward_mean for p in batch]
             metrics["mean_return"] = sum(rewards) / len(rewards)
             metrics["preference_pairs"] = float(len(self.pairs))
+        for group in self.groups.values():
+            group.check_frozen()
+        if self.args.trainable_agents is not None or self.args.alternate_every is not None:
+            metrics.update({f"trained/{a}": float(a in trained) for a in self.agents})
         self.weights_changed()
         self.update += 1
         metrics["env_steps"] = float(self.preference_env_steps)
