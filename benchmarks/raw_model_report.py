@@ -104,8 +104,10 @@ def _reasons_travelplanner(parsed: dict[str, Any]) -> list[str]:
 
 
 def _reasons_bridgebuild(parsed: dict[str, Any]) -> list[str]:
-    if not parsed["found"]:
-        return ["cut inside the JSON object" if parsed["truncated"] else "no JSON object"]
+    if parsed["found"] == "nothing":
+        return ["no JSON object in the answer"]
+    if parsed["found"] == "other object":
+        return ["a JSON object without the action's keys"]
     found = [reason_class(r["reason"]) for r in parsed["rejected"]]
     found += [f"probe: {reason_class(r['reason'])}" for r in parsed["rejected_probes"]]
     for key in ("path_problem", "message_problem"):
@@ -144,7 +146,7 @@ def _read_something(name: str, parsed: dict[str, Any]) -> bool:
     if name == "travelplanner":
         return bool(parsed["accepted"])
     if name == "bridgebuild":
-        return bool(parsed["found"])
+        return parsed["found"] == "action object"
     return bool(parsed["read"])
 
 
@@ -354,7 +356,13 @@ def round_table(results: dict[str, Any]) -> str:
             ]
         )
     header = ["Task", "Protocol", "Episodes", "Sampling", "Time (s)", "Cost (tokens)", "Score (%)"]
-    return markdown_table(header, cells, "lllrrrl")
+    return markdown_table(header, cells, "llllrrl")
+
+
+def clipped(text: str, limit: int = 110) -> str:
+    """A reason as a table cell: at most `limit` characters, Markdown's pipes escaped."""
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text.replace("|", "\\|")
 
 
 def rejection_table(results: dict[str, Any], shown: int = 4) -> str:
@@ -363,7 +371,8 @@ def rejection_table(results: dict[str, Any], shown: int = 4) -> str:
     cells = []
     for row in results["rows"]:
         seen = row["readings"]
-        reasons = "; ".join(f"{n}× {reason}" for reason, n in list(seen["reasons"].items())[:shown])
+        top = list(seen["reasons"].items())[:shown]
+        reasons = "; ".join(f"{n}× {clipped(reason)}" for reason, n in top)
         more = len(seen["reasons"]) - shown
         cells.append(
             [
