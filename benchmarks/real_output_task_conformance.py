@@ -12,11 +12,11 @@ This script made that file, in two steps:
    the first rows of the eval split (the Performance page's commands):
 
        B="collabzoo bench --team hf:smollm2-135m-instruct --protocol single,parallel --top-k 50"
-       $B --env bfcl --data bfcl=BFCL_DATA --episodes 12 --max-new-tokens 256 \\
+       $B --env bfcl --data bfcl=BFCL_DATA --episodes 4 --max-new-tokens 256 \\
           --temperature 0.7 --top-p 0.8 --output runs
-       $B --env classeval --data classeval=ClassEval_data.json --episodes 3 --max-new-tokens 600 \\
+       $B --env classeval --data classeval=ClassEval_data.json --episodes 1 --max-new-tokens 600 \\
           --temperature 0.6 --top-p 0.6 --sandbox docker --output runs
-       $B --env travelplanner --data travelplanner=std_travelplanner.jsonl --episodes 2 \\
+       $B --env travelplanner --data travelplanner=std_travelplanner.jsonl --episodes 1 \\
           --max-new-tokens 1024 --temperature 0.7 --top-p 0.8 --max-prompt-tokens 7168 --output runs
 
    A pair is one turn's two answers: under `parallel` each agent's answer to its own prompt (as
