@@ -21,6 +21,7 @@ page's table of the raw model's rows.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import sys
@@ -76,6 +77,119 @@ def command_lines(document: dict[str, Any]) -> tuple[int, Counter[str]]:
     return accepted, reasons
 
 
+# ----- what the parsers made of each answer: this round's five tasks ----------------------------
+def _reasons_bfcl(parsed: dict[str, Any]) -> list[str]:
+    found = [reason_class(r["reason"]) for r in parsed["rejected"]]
+    return found if parsed["calls"] or found else ["no call in the answer"]
+
+
+def _reasons_classeval(parsed: dict[str, Any]) -> list[str]:
+    found = [f"{reason_class(r['why'])}" for r in parsed["rejected"]]
+    found += ["a teammate's method written"] * len(parsed["not_yours"])
+    found += ["a helper def (cuts the method above it)"] * len(parsed["other_defs"])
+    if parsed.get("format_error"):
+        found.append(reason_class(parsed["format_error"]))
+    if not parsed["written"]:
+        found.append("no block for any method to write")
+    elif not parsed["accepted"] and not parsed["rejected"]:
+        found.append("only the teammate's methods")
+    return found
+
+
+def _reasons_travelplanner(parsed: dict[str, Any]) -> list[str]:
+    found = [reason_class(r["reason"]) for r in parsed["rejected"]]
+    found += [f"strict check: {e}" for e in parsed["errors"] if not found]
+    found += ["slot not owned"] * len(parsed["not_owned"])
+    return found
+
+
+def _reasons_bridgebuild(parsed: dict[str, Any]) -> list[str]:
+    if parsed["found"] == "nothing":
+        return ["no JSON object in the answer"]
+    if parsed["found"] == "other object":
+        return ["a JSON object without the action's keys"]
+    found = [reason_class(r["reason"]) for r in parsed["rejected"]]
+    found += [f"probe: {reason_class(r['reason'])}" for r in parsed["rejected_probes"]]
+    for key in ("path_problem", "message_problem"):
+        if parsed[key]:
+            found.append(reason_class(parsed[key]))
+    return found
+
+
+def _reasons_resourcegathering(parsed: dict[str, Any]) -> list[str]:
+    if not parsed["read"]:
+        return [reason_class(parsed["problem"])]
+    found = [f"fact: {reason_class(r['reason'])}" for r in parsed["dropped_facts"]]
+    found += [reason_class(n) for n in parsed["notes"]]
+    if not parsed["path_valid"]:
+        found.append("path not valid")
+    return found
+
+
+READERS = {
+    "bfcl": _reasons_bfcl,
+    "classeval": _reasons_classeval,
+    "travelplanner": _reasons_travelplanner,
+    "bridgebuild": _reasons_bridgebuild,
+    "resourcegathering": _reasons_resourcegathering,
+}
+"""Per family: one agent's `infos[agent]["parsed"]` -> the reasons its answer was (partly) not
+read, each with its particulars blanked; [] when everything in it was read."""
+
+
+def _read_something(name: str, parsed: dict[str, Any]) -> bool:
+    """Whether anything of the answer reached the game or the scorer."""
+    if name == "bfcl":
+        return bool(parsed["calls"])
+    if name == "classeval":
+        return bool(parsed["accepted"])
+    if name == "travelplanner":
+        return bool(parsed["accepted"])
+    if name == "bridgebuild":
+        return parsed["found"] == "action object"
+    return bool(parsed["read"])
+
+
+def readings(document: dict[str, Any], sandbox: Any = None) -> dict[str, Any]:
+    """Every answer of a results file replayed through its env: how many answers, how many had
+    anything read, how many ran to the token limit, and the rejection reasons by class."""
+    record = document["env"]
+    name = record["name"]
+    kwargs = dict(record["kwargs"])
+    if sandbox is not None and name == "classeval":
+        kwargs["sandbox"] = sandbox
+    env = make(record["id"], **kwargs)
+    answers = read = 0
+    reasons: Counter[str] = Counter()
+    try:
+        for episode in document["episodes"]:
+            options = {"task": episode["task"], "split": episode["split"]}
+            env.reset(seed=episode["seed"], options=options)
+            for turn in episode["turns"]:
+                *_, infos = env.step(turn["actions"])
+                for agent in turn["actions"]:
+                    parsed = infos[agent]["parsed"]
+                    answers += 1
+                    read += _read_something(name, parsed)
+                    reasons.update(READERS[name](parsed))
+    finally:
+        env.close()
+    length = sum(
+        g["finish"] == "length"
+        for e in document["episodes"]
+        for t in e["turns"]
+        for g in t["generations"]
+    )
+    generations = sum(len(t["generations"]) for e in document["episodes"] for t in e["turns"])
+    return {
+        "answers": answers,
+        "read": read,
+        "generations": generations,
+        "cut_at_limit": length,
+        "reasons": dict(reasons.most_common()),
+    }
+
+
 def report(folder: Path) -> list[str]:
     lines = []
     for path in sorted(folder.glob("*.json")):
@@ -117,21 +231,25 @@ def report(folder: Path) -> list[str]:
     return lines
 
 
-def rows(folder: Path) -> list[dict[str, Any]]:
-    """Each results file's env, protocol, data and leaderboard cells."""
+def rows(folder: Path, with_readings: bool = False) -> list[dict[str, Any]]:
+    """Each results file's env, protocol, data and leaderboard cells; with `with_readings`, also
+    its sampling and what the parsers made of its answers (`readings`)."""
     found = []
     for path in sorted(folder.glob("*.json")):
         document = read_results(path)
         if not document["episodes"]:
             continue
-        found.append(
-            {
-                "env": document["env"]["name"],
-                "protocol": document["protocol"]["name"],
-                "data": document["env"].get("data"),
-                "summary": summarize(document),
-            }
-        )
+        row = {
+            "env": document["env"]["name"],
+            "protocol": document["protocol"]["name"],
+            "data": document["env"].get("data"),
+            "summary": summarize(document),
+        }
+        if with_readings:
+            row["sampling"] = document["sampling"]
+            row["split"] = document["split"]
+            row["readings"] = readings(document)
+        found.append(row)
     return found
 
 
@@ -214,6 +332,69 @@ def raw_model_table(results: dict[str, Any]) -> str:
     return markdown_table(header, cells, "llrrrlll")
 
 
+def sampling_text(sampling: dict[str, Any]) -> str:
+    return (
+        f"T {sampling['temperature']:g}, top-p {sampling['top_p']:g}, top-k {sampling['top_k']}, "
+        f"{sampling['max_new_tokens']} new"
+    )
+
+
+def round_table(results: dict[str, Any]) -> str:
+    """The raw model's rows on the five tasks, each at its reference's sampling."""
+    cells = []
+    for row in results["rows"]:
+        summary = row["summary"]
+        cells.append(
+            [
+                task_name(row),
+                row["protocol"],
+                f"{summary['episodes']} ({row['split']})",
+                sampling_text(row["sampling"]),
+                estimate(summary["Time"], 1, always=True),
+                estimate(summary["Cost"], 0, always=True),
+                score(row),
+            ]
+        )
+    header = ["Task", "Protocol", "Episodes", "Sampling", "Time (s)", "Cost (tokens)", "Score (%)"]
+    return markdown_table(header, cells, "llllrrl")
+
+
+def clipped(text: str, limit: int = 110) -> str:
+    """A reason as a table cell: at most `limit` characters, Markdown's pipes escaped."""
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text.replace("|", "\\|")
+
+
+def rejection_table(results: dict[str, Any], shown: int = 4) -> str:
+    """Per results file: the answers, those the parser read something from, those cut at the
+    token limit, and the commonest reasons a part of an answer was not read."""
+    cells = []
+    for row in results["rows"]:
+        seen = row["readings"]
+        top = list(seen["reasons"].items())[:shown]
+        reasons = "; ".join(f"{n}× {clipped(reason)}" for reason, n in top)
+        more = len(seen["reasons"]) - shown
+        cells.append(
+            [
+                task_name(row),
+                row["protocol"],
+                str(seen["answers"]),
+                str(seen["read"]),
+                f"{seen['cut_at_limit']} of {seen['generations']}",
+                (reasons or "none") + (f"; {more} more kinds" if more > 0 else ""),
+            ]
+        )
+    header = [
+        "Task",
+        "Protocol",
+        "Answers",
+        "Something read",
+        "Cut at the token limit",
+        "Commonest reasons a part was not read (count × reason)",
+    ]
+    return markdown_table(header, cells, "llrrrl")
+
+
 def headline(results: dict[str, Any]) -> dict[str, Any] | list:
     """The raw model's code pass rates, the one thing a 135M model scores on by itself; none
     (`[]`) for a file without code tasks (its section sits under the one that has them)."""
@@ -244,12 +425,20 @@ def main(argv: list[str] | None = None) -> int:
         const=str(results_path("raw_model_rows")),
         help="also write the rows here (alone: benchmarks/results/raw_model_rows.json)",
     )
+    parser.add_argument(
+        "--readings",
+        action="store_true",
+        help="also replay every answer through its env and count the rejection reasons",
+    )
     args = parser.parse_args(argv)
     lines = report(args.folder)
     for line in lines:
         print(line)
+    found = rows(args.folder, with_readings=args.readings)
+    for row in found if args.readings else []:
+        print(row["env"], row["protocol"], json.dumps(row["readings"], ensure_ascii=False))
     if args.json:
-        results = {"rows": rows(args.folder), "report": lines}
+        results = {"rows": found, "report": lines}
         write_results(args.json, {"headline": headline(results), **results})
     return 0
 
