@@ -409,6 +409,12 @@ NAMES = {
     "rm-lora": ("MARLHF reward-model epoch", "LoRA team, reward adapter", "full reward model"),
 }
 
+SHORT = {
+    "madpo-lora": "MADPO with a LoRA team",
+    "rm-full": "MARLHF's reward model",
+    "rm-lora": "MARLHF's reward adapter on a LoRA team",
+}
+
 
 def preference_table(results: dict[str, Any]) -> str:
     """Pairs/s (median round), the ratio of the medians, every round, and peak RSS."""
@@ -449,15 +455,15 @@ def headline(results: dict[str, Any]) -> dict[str, Any] | list:
     if "madpo-full" not in rows:
         return []
     main_row = rows["madpo-full"]
-    others = ", ".join(
-        f"{variant} {times(row['ratio'], 2)}"
+    others = "".join(
+        f"; {SHORT[variant]} {times(row['ratio'], 2)}"
         for variant, row in rows.items()
         if variant != "madpo-full"
     )
     ours, theirs = main_row["collabzoo"]["pairs_per_s"], main_row["comlrl"]["pairs_per_s"]
     return {
         "benchmark": "Preference updates against CoMLRL",
-        "figure": f"MADPO {ours:.2f} against {theirs:.2f} pairs/s (full models); {others}",
+        "figure": f"MADPO {ours:.2f} against {theirs:.2f} pairs/s, full models{others}",
         "ratio": round(main_row["ratio"], 2),
         "section": "Preference learners against CoMLRL",
     }
