@@ -12,7 +12,8 @@ token ids, the same texts) on both sides, so sampling never enters the figure:
 - MARLHF: one Bradley-Terry epoch of the joint reward model over the same pairs in one batch.
   CoMLRL's `MARLHFTrainer._train_reward_model` on its `JointRewardModel` (a full copy of the
   model and a scalar head, AdamW lr 1e-5) beside its two full agents; collabzoo's
-  `fit_reward_model` (which also builds its fresh reward model each round, inside the timing),
+  `fit_reward_model` (which also builds its fresh reward model each round, inside the timing;
+  the child times one such build alone as `fresh_model_seconds`),
   with a full backbone (`reward_lora_rank=None`) for full agents, and a rank-8 adapter on the
   LoRA team's base.
 
@@ -29,7 +30,9 @@ collabzoo's LoRA team against CoMLRL's full models (the only way CoMLRL trains).
     python benchmarks/preference_vs_comlrl.py [--rounds 3] [--steps 2] [--json [results.json]]
 
 `--json` alone writes benchmarks/results/preference_vs_comlrl.json, from which
-`preference_table` builds the Performance page's table.
+`preference_table` builds the Performance page's table; the page's MARLHF table is the same
+function on benchmarks/results/preference_rm_vs_comlrl.json (a `--variants rm-full rm-lora`
+run, whose file carries no headline of its own).
 """
 
 from __future__ import annotations
@@ -184,6 +187,9 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
                 **common,
             )
             trainer = MARLHFTrainer(env, team, args)
+            built = time.perf_counter()  # what a fit spends on its fresh reward model alone
+            trainer.new_reward_model(0)
+            result["fresh_model_seconds"] = time.perf_counter() - built
             warm, warmup, elapsed = timed(
                 lambda: trainer.fit_reward_model(pairs, [], 0), params["steps"]
             )
