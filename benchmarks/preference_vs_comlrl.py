@@ -27,7 +27,7 @@ parity tests, every completion it receives carries one extra token it ignores, s
 libraries score exactly the same tokens. CoMLRL 1.4.3 has no LoRA option, so the LoRA rows set
 collabzoo's LoRA team against CoMLRL's full models (the only way CoMLRL trains).
 
-    python benchmarks/preference_vs_comlrl.py [--rounds 3] [--steps 2] [--json [results.json]]
+    python benchmarks/preference_vs_comlrl.py [--variants ...] [--rounds 3] [--json [results.json]]
 
 `--json` alone writes benchmarks/results/preference_vs_comlrl.json, from which
 `preference_table` builds the Performance page's table; the page's MARLHF table is the same
@@ -316,8 +316,8 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model folder or known name")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    parser.add_argument("--steps", type=int, default=2, help="timed updates per child")
-    parser.add_argument("--pairs", type=int, default=4, help="pairs per update (default 4)")
+    parser.add_argument("--steps", type=int, default=1, help="timed updates per child (default 1)")
+    parser.add_argument("--pairs", type=int, default=2, help="pairs per update (default 2)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per subprocess")
     parser.add_argument(
