@@ -7,6 +7,7 @@ import copy
 import json
 import math
 import random
+import re
 import warnings
 
 import pytest
@@ -19,6 +20,7 @@ from collabzoo.envs.scripted_teams import (
     ARXIV_METHOD_CLOSE,
     ARXIV_METHOD_OPEN,
     TLDR_CLOSING,
+    listed_games,
     scripted_team,
 )
 from collabzoo.tasks.writing import envs as writing
@@ -482,7 +484,11 @@ def test_fixed_heuristic_phrases_cover_all_transition_categories() -> None:
 
 
 def test_scripted_team_errors_list_what_exists() -> None:
-    with pytest.raises(ValueError, match=r"heuristic: arxiv, tldr"):
+    # The message lists every team with its games, read from the registry: a new game's team
+    # must show up in it, so the expectation is built from `listed_games`, not a literal.
+    heuristic_games = ", ".join(listed_games("heuristic"))
+    assert {"arxiv", "tldr"} <= set(listed_games("heuristic"))
+    with pytest.raises(ValueError, match=re.escape(f"heuristic: {heuristic_games};")):
         scripted_team("tldr", "oracle")
     with pytest.raises(ValueError, match="no 'Your part"):
         scripted_team("tldr", "heuristic")({"concise": "--- post ---\nhi\n--- end of post ---"})
