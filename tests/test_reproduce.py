@@ -27,10 +27,16 @@ from collabzoo.bench.reproduce import (  # noqa: E402
     MANIFEST,
     POSTER_ROWS,
     ReproduceError,
+    Settings,
+    plan,
     pooled,
+    record_failure,
+    render,
     resolve_rows,
 )
-from collabzoo.bench.results import read_results  # noqa: E402
+from collabzoo.bench.results import read_results, summarize  # noqa: E402
+from collabzoo.bench.seed_effects import Effect, SeedSpread, seed_values  # noqa: E402
+from collabzoo.bench.teams import slug  # noqa: E402
 from collabzoo.cli import main  # noqa: E402
 from collabzoo.envs.family import POSTER_METHODS  # noqa: E402
 
@@ -55,6 +61,18 @@ def command(output: Path, *more: str) -> list[str]:
         str(output),
         *more,
     ]
+
+
+def section_tables(board: str) -> dict[str, list[list[str]]]:
+    """A reproduction's Markdown: each `## ` section's table rows as cells (the rule left out)."""
+    tables: dict[str, list[list[str]]] = {}
+    section = ""
+    for line in board.splitlines():
+        if line.startswith("## "):
+            section = line[3:]
+        elif line.startswith("|") and not line.startswith("|---"):
+            tables.setdefault(section, []).append([c.strip() for c in line.strip("|").split("|")])
+    return tables
 
 
 def markers(output: Path) -> dict[str, tuple[bytes, int, int]]:
@@ -156,10 +174,25 @@ def test_quick_runs_end_to_end_and_a_cut_run_resumes_without_redoing_finished_ru
         assert ({"writer"} if spec["row"]["one_agent"] else {"concise", "detailed"}) <= saved
     # The table: every row by its name in the poster's order, then the published rows.
     board = (output / "leaderboard.md").read_text()
-    lines = [
-        line.split(" | ")[0].lstrip("| ") for line in board.splitlines() if line.startswith("| ")
-    ]
+    tables = section_tables(board)
+    lines = [cells[0] for cells in tables["TLDR"]]
     assert lines[1:] == [*POSTER_METHODS, *(f"{m} (published)" for m in POSTER_METHODS)]
+    # Each trained row against the untrained row of its protocol; one seed: no call is made.
+    moved = tables["Which trained rows moved the metric"][1:]
+    trained = [n for n, r in POSTER_ROWS.items() if r.trained]
+    assert [(c[0], c[1], c[2]) for c in moved] == [("tldr", "Score", n) for n in trained]
+    against = {n: "Raw model" if POSTER_ROWS[n].one_agent else "Parallel" for n in trained}
+    assert {c[2]: c[3] for c in moved} == against
+    assert {c[7] for c in moved} == {"one seed: no spread"}
+    raw = read_results(next(output.glob("runs/tldr/Raw-model/seed-0/bench/*.json")))
+    assert moved[0][4] == f"{summarize(raw)['Score']['mean']:.1f} (n=1)"
+    # Every row's wall time, from its completion marker; nothing is left unfinished.
+    walls = tables["Wall time"][1:]
+    assert [c[1] for c in walls] == list(POSTER_ROWS)
+    for cells in walls:
+        folder = output / "runs" / "tldr" / slug(cells[1]) / "seed-0"
+        assert cells[4] == f"{json.loads((folder / DONE).read_text())['seconds']:.0f}"
+    assert "## Runs not finished" not in board
 
 
 def test_a_finished_run_is_read_back_and_a_changed_plan_is_refused(
@@ -178,6 +211,11 @@ def test_a_finished_run_is_read_back_and_a_changed_plan_is_refused(
         document["_path"] = path
     both = pooled([raw, parallel])
     assert len(both["episodes"]) == both["summary"]["episodes"] == 2 * QUICK_EPISODES
+    # Over seeds a metric is each seed's own mean (here the two rows stand in for two seeds).
+    spread = seed_values({1: parallel, 0: raw}, "Cost")
+    assert spread.values == (QUICK_TOKENS, 2 * QUICK_TOKENS) and spread.sd == pytest.approx(
+        2.8284271
+    )
     assert both["summary"]["Cost"]["mean"] == (QUICK_TOKENS + 2 * QUICK_TOKENS) / 2
     code = main(["reproduce", "--quick", "--output", str(output), "--dry-run", "--env-steps", "9"])
     assert code == 2
@@ -393,3 +431,61 @@ def test_one_model_per_agent_needs_a_solo_model_for_the_one_model_rows(
         "Parallel": pair.split(","),
         "MAGRPO": pair.split(","),
     }
+
+
+@pytest.mark.parametrize(
+    ("trained", "untrained", "higher_is_better", "verdict"),
+    [
+        ((50.0, 52.0, 54.0), (40.0, 41.0, 42.0), True, "moved: better"),  # +12 > 2 + 1
+        ((50.0, 52.0, 54.0), (40.0, 41.0, 42.0), False, "moved: worse"),  # lower is better
+        ((40.0, 44.0, 48.0), (40.0, 41.0, 42.0), True, "within the seeds' spread"),  # 3 <= 4 + 1
+        ((50.0,), (40.0, 41.0, 42.0), True, "one seed: no spread"),
+        ((), (40.0, 41.0), True, "not run"),
+    ],
+)
+def test_a_trained_row_moved_the_metric_only_beyond_both_rows_seed_spreads(
+    trained: tuple[float, ...], untrained: tuple[float, ...], higher_is_better: bool, verdict: str
+) -> None:
+    effect = Effect(
+        "tldr",
+        "Score",
+        higher_is_better,
+        "MAGRPO",
+        "Parallel",
+        SeedSpread(trained),
+        SeedSpread(untrained),
+    )
+    assert effect.verdict == verdict
+    if len(trained) == 3:
+        assert effect.difference == pytest.approx(sum(trained) / 3 - 41.0)
+        assert (
+            SeedSpread(trained).cell()
+            == f"{sum(trained) / 3:.1f} ± {SeedSpread(trained).sd:.1f} (n=3)"
+        )
+
+
+def test_the_table_lists_unfinished_runs_with_the_error_of_those_that_failed(
+    tmp_path: Path,
+) -> None:
+    settings = Settings(
+        models=["tiny"],
+        tasks=["tldr"],
+        rows=resolve_rows(["raw", "parallel", "magrpo"]),
+        seeds=[0, 1],
+        env_kwargs={"tldr": {"data": "sample"}},
+    )
+    runs = plan(settings)
+    record_failure(tmp_path / runs[1].folder, "RuntimeError: out of memory")
+    board = render(runs, tmp_path, settings)
+    listed = board.split("## Runs not finished")[1].strip().splitlines()
+    assert listed == [
+        f"- tldr | {r.row.name} | seed {r.seed}: "
+        + (
+            "failed: RuntimeError: out of memory"
+            if k == 1
+            else "not run yet (the same command runs it)"
+        )
+        for k, r in enumerate(runs)
+    ]
+    assert "## Which trained rows moved the metric" in board  # planned, with nothing run yet
+    assert board.count("| not run |") == 1

@@ -34,6 +34,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import tempfile
 import time
 import warnings
@@ -50,6 +51,7 @@ from collabzoo.bench.published import SOURCE
 from collabzoo.bench.published import models as published_models
 from collabzoo.bench.results import ResultsError, read_results, summarize
 from collabzoo.bench.runner import BenchRun, run_bench
+from collabzoo.bench.seed_effects import Effect, effects, effects_table
 from collabzoo.bench.teams import parse_team, slug
 from collabzoo.envs import declared, make, resolve
 from collabzoo.envs.family import POSTER_METHODS
@@ -57,6 +59,8 @@ from collabzoo.envs.single import supports_single_agent
 
 MANIFEST = "manifest.json"
 DONE = "done.json"
+FAILED = "failed.json"
+"""A failed run's error, kept for the table's list of unfinished runs; removed when it finishes."""
 LEADERBOARD = "leaderboard.md"
 JOINT_LEARNERS = {"magrpo": "joint", "iac": "joint-ac"}
 """A one-agent row's learner -> the joint learner that trains the row on a task with no
@@ -559,6 +563,7 @@ def execute_run(spec: Mapping[str, Any], folder: str | os.PathLike[str]) -> dict
         "finished": time.time(),
     }
     write_marker(folder, json.dumps(marker, indent=1, default=float).encode())
+    (folder / FAILED).unlink(missing_ok=True)
     return marker
 
 
@@ -568,6 +573,12 @@ def write_marker(folder: Path, content: bytes) -> None:
     partial = folder / f".{DONE}.partial"
     partial.write_bytes(content)
     partial.replace(folder / DONE)
+
+
+def record_failure(folder: Path, error: str) -> None:
+    """Keep a failed run's error beside it, for the table's list of unfinished runs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / FAILED).write_text(json.dumps({"error": error}), encoding="utf-8")
 
 
 def finished(folder: Path, spec: Mapping[str, Any]) -> bool:
@@ -598,6 +609,7 @@ def run_local(runs: Sequence[PlannedRun], output: Path, say: Callable[[str], Non
             execute_run(run.spec, folder)
         except Exception as error:
             failures.append(f"{run.folder}: {type(error).__name__}: {error}")
+            record_failure(folder, f"{type(error).__name__}: {error}")
             say(f"  failed: {failures[-1]}")
     return failures
 
@@ -652,6 +664,7 @@ def run_on_ray(
             files = ray.get(ready[0])
         except Exception as error:
             failures.append(f"{run.folder}: {type(error).__name__}: {error}")
+            record_failure(output / run.folder, f"{type(error).__name__}: {error}")
             say(f"[{done}/{len(runs)}] {run.folder} failed: {failures[-1]}")
             continue
         folder = output / run.folder
@@ -672,11 +685,11 @@ def pending_runs(runs: Sequence[PlannedRun], output: Path) -> list[PlannedRun]:
 
 
 # ----- the leaderboard ------------------------------------------------------------------------
-def render(runs: Sequence[PlannedRun], output: Path, settings: Settings) -> str:
-    """The table of the finished runs (rows in the plan's order, the published rows after
-    them), with the shared settings stated. Over several seeds a row pools the episodes of
-    its finished seeds (its label names them)."""
-    finished_runs: dict[tuple[str, str], list[tuple[int, dict[str, Any]]]] = {}
+def finished_documents(
+    runs: Sequence[PlannedRun], output: Path
+) -> dict[tuple[str, str], dict[int, dict[str, Any]]]:
+    """(task, row name) -> seed -> the results document of every finished run."""
+    found: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
     for run in runs:
         folder = output / run.folder
         marker = folder / DONE
@@ -689,10 +702,28 @@ def render(runs: Sequence[PlannedRun], output: Path, settings: Settings) -> str:
         except ResultsError:
             continue
         document["_path"] = str(path)
-        finished_runs.setdefault((run.task, run.row.name), []).append((run.seed, document))
+        document["_done"] = done
+        found.setdefault((run.task, run.row.name), {})[run.seed] = document
+    return found
+
+
+def row_effects(runs: Sequence[PlannedRun], output: Path) -> list[Effect]:
+    """Each trained row against the untrained row of its protocol, over seeds (`seed_effects`)."""
+    rows = list(dict.fromkeys((r.task, r.row.name, r.row.protocol, r.row.trained) for r in runs))
+    return effects(finished_documents(runs, output), rows)
+
+
+def render(runs: Sequence[PlannedRun], output: Path, settings: Settings) -> str:
+    """The table of the finished runs (rows in the plan's order, the published rows after
+    them), with the shared settings stated; then which trained rows moved each metric beyond
+    the seeds' spread, every row's wall time, and the runs that have not finished (with the
+    error of those that failed). Over several seeds a row pools the episodes of its finished
+    seeds (its label names them)."""
+    finished_runs = finished_documents(runs, output)
     documents, labels = [], {}
     order = {r.name: k for k, r in enumerate(settings.rows)}
-    for (_, name), seeded in finished_runs.items():
+    for (_, name), by_seed in finished_runs.items():
+        seeded = sorted(by_seed.items())
         document = seeded[0][1]
         label = name
         if len(settings.seeds) > 1:
@@ -726,7 +757,53 @@ def render(runs: Sequence[PlannedRun], output: Path, settings: Settings) -> str:
         if task in published_models():
             lines += ["", f"Published models: {published_models()[task]}."]
         lines.append("")
+    found = row_effects(runs, output)
+    if found:
+        lines += [
+            "## Which trained rows moved the metric",
+            "",
+            "Each trained row against the untrained row benched under the same protocol. A "
+            "cell is the mean over seeds of each seed's mean over its episodes, ± the seeds' "
+            "standard deviation. Moved: the difference is larger than the two standard "
+            "deviations together (a coarse screen over few seeds, not a significance test).",
+            "",
+            *effects_table(found),
+            "",
+        ]
+    lines += [*_wall_times(runs, finished_runs), *_unfinished(runs, output)]
     return "\n".join(lines)
+
+
+def _wall_times(
+    runs: Sequence[PlannedRun], found: Mapping[tuple[str, str], Mapping[int, dict[str, Any]]]
+) -> list[str]:
+    """Each row's wall time per run (training and bench, mean over its finished seeds)."""
+    lines = ["## Wall time", "", "| Task | Row | Runs | Env steps | Seconds per run |"]
+    lines.append("|---|---|---:|---:|---:|")
+    for task, name in dict.fromkeys((r.task, r.row.name) for r in runs):
+        dones = [d["_done"] for d in found.get((task, name), {}).values()]
+        if not dones:
+            continue
+        seconds = statistics.fmean(float(d.get("seconds", math.nan)) for d in dones)
+        steps = {int((d.get("train") or {}).get("env_steps", 0)) for d in dones}
+        shown = ", ".join(str(s) for s in sorted(steps)) if steps != {0} else "-"
+        lines.append(f"| {task} | {name} | {len(dones)} | {shown} | {seconds:.0f} |")
+    return [*lines, ""]
+
+
+def _unfinished(runs: Sequence[PlannedRun], output: Path) -> list[str]:
+    """The planned runs with no completion marker, with the error of those that failed."""
+    missing = [r for r in runs if not (output / r.folder / DONE).is_file()]
+    if not missing:
+        return []
+    lines = ["## Runs not finished", ""]
+    for run in missing:
+        failure = output / run.folder / FAILED
+        reason = "not run yet (the same command runs it)"
+        if failure.is_file():
+            reason = "failed: " + json.loads(failure.read_text(encoding="utf-8"))["error"]
+        lines.append(f"- {run.task} | {run.row.name} | seed {run.seed}: {reason}")
+    return [*lines, ""]
 
 
 def pooled(documents: Sequence[dict[str, Any]]) -> dict[str, Any]:
