@@ -19,7 +19,6 @@ from collabzoo.algos.learners.config import (
     LearnerConfig,
     require_at_least,
     require_positive,
-    update_group,
 )
 from collabzoo.algos.learners.learner import Learner
 from collabzoo.algos.objectives import (
@@ -175,13 +174,7 @@ class AgentTurnLearner(Learner):
         )
         for policy in self.distinct:
             self.policy_sampling(policy)  # agents sharing a model must share its sampling
-            name = self.policy_name(policy)
-            self.groups[name] = update_group(
-                name,
-                policy.trainable_parameters(),
-                self.learning_rate(policy, "agent_learning_rate"),
-                args,
-            )
+        self.add_policy_groups()
 
     def policy_sampling(self, policy: Policy) -> Any:
         """The distribution `policy`'s samples were drawn from: its agents' sampling, which

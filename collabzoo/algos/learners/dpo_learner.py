@@ -22,7 +22,6 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.learners.config import update_group
 from collabzoo.algos.learners.learner import Learner
 from collabzoo.algos.learners.preference_pairs import PreferencePair
 from collabzoo.algos.learners.preference_rollouts import OnlinePairs, pair_seeds, sampled_pairs
@@ -123,14 +122,7 @@ class DPOLearner(Learner):
         comparator: Any = None,
     ) -> None:
         super().__init__(env, models, args, tokenizer=tokenizer, eval_env=eval_env)
-        for policy in self.distinct:
-            name = self.policy_name(policy)
-            self.groups[name] = update_group(
-                name,
-                policy.trainable_parameters(),
-                self.learning_rate(policy, "agent_learning_rate"),
-                args,
-            )
+        self.add_policy_groups()
         self.scorer = PairScorer(self, args.reference_free)
         self.online = hasattr(args, "comparator_policy")
         self.pairs: list[PreferencePair] | None = None

@@ -30,12 +30,9 @@ from typing import Any
 
 import torch
 
-from collabzoo.algos.learners.config import LearnerConfig
+from collabzoo.algos.learners.config import LearnerConfig, update_group
 from collabzoo.algos.learners.stats import RunningStats
-from collabzoo.algos.learners.trained_agents import (
-    check_team,
-    shared_learning_rate,
-)
+from collabzoo.algos.learners.trained_agents import check_team, shared_learning_rate
 from collabzoo.algos.policies.llm import LLMPolicy
 from collabzoo.algos.policies.model_loading import team_policies
 from collabzoo.algos.policies.policy import Policy
@@ -93,7 +90,7 @@ class Learner:
         self.agents = list(probe.possible_agents)
         self.policies = team_policies(models, self.agents, tokenizer)
         self.distinct = list({id(p): p for p in self.policies.values()}.values())
-        self._check_schedule()
+        self.schedule = check_team(args, self.agents, self.policies)  # refuses what it cannot
         self.agent_sampling = {a: args.agent_sampling(a) for a in self.agents}
         """Each agent's sampling distribution (`sampling` unless `per_agent` sets its own)."""
         self.parallel = DataParallel.from_environment()
@@ -133,10 +130,6 @@ class Learner:
         self._truncations_logged = 0
 
     # ----- who trains, and with what --------------------------------------------------------------
-    def _check_schedule(self) -> None:
-        """Refuse a schedule or per-agent setting this team cannot follow (`check_team`)."""
-        self.schedule = check_team(self.args, self.agents, self.policies)
-
     @property
     def trained_agents(self) -> list[str]:
         """The agents trained at this update: the only ones whose samples may enter the batch
@@ -165,6 +158,12 @@ class Learner:
     def learning_rate(self, policy: Policy, field: str) -> float:
         """The learning rate of `policy`'s group: config field `field` as its agents have it."""
         return shared_learning_rate(self.args, self.policies, policy, field)
+
+    def add_policy_groups(self, field: str = "agent_learning_rate") -> None:
+        """One optimizer group per distinct policy, named for its agents, at their rate."""
+        for policy in self.distinct:
+            name, rate = self.policy_name(policy), self.learning_rate(policy, field)
+            self.groups[name] = update_group(name, policy.trainable_parameters(), rate, self.args)
 
     def _check_sharding(self) -> None:
         shards = self.args.rollout_shards

@@ -28,7 +28,6 @@ from collabzoo.algos.learners.config import (
     LearnerConfig,
     require_at_least,
     require_positive,
-    update_group,
 )
 from collabzoo.algos.learners.learner import Learner
 from collabzoo.algos.learners.stats import DriftLog
@@ -147,10 +146,7 @@ class TreeLearner(Learner):
         super().__init__(
             env, models, args, tokenizer=tokenizer, eval_env=eval_env, joint_mode=args.joint_mode
         )
-        for policy in self.distinct:
-            name = self.policy_name(policy)
-            rate = self.learning_rate(policy, "agent_learning_rate")
-            self.groups[name] = update_group(name, policy.trainable_parameters(), rate, args)
+        self.add_policy_groups()
         self.drift = DriftLog()
         """The sampler drift of the current update (vLLM rollouts only)."""
         self.references: dict[int, Any] = {}
