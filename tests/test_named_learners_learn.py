@@ -9,8 +9,9 @@ anything, and only by pushing their losers down. Its expected gradient is the po
 scaled by 1 - (1 - p)^(K-1) (p: a joint action's win probability), so at the same number of
 samples per update a larger K gives more groups with a win: MAREMAX (K = 32, 4 episodes per
 update) learns. The measurements are in MAREMAX_LEARNED's docstring and on the MAReMax page.
-A seed fixes the models' start and the episodes; the sampling is not seeded (torch's global
-RNG), so each run is a fresh draw."""
+The bounds were measured when a seed fixed only the models' start and the episodes (each run's
+sampling a fresh draw of torch's RNG); the learner now seeds that RNG too, so each tested seed
+is one fixed draw of the distribution measured (tests/test_seeded_runs.py)."""
 
 from __future__ import annotations
 

@@ -63,7 +63,8 @@ class LearnerConfig:
     output_dir: str = "runs/collabzoo"
     """Where metrics.jsonl, TensorBoard logs and checkpoints go."""
     seed: int = 0
-    """Seeds the episodes (and, with `set_seed`, torch's sampling)."""
+    """Seeds the episodes and torch's RNG, which training samples from (seeded when the learner
+    is built; a resumed run restores its checkpoint's RNG state instead)."""
     max_updates: int = 100
     """Optimizer updates (rollout + learning rounds) to run."""
     rollout_buffer_size: int = 2

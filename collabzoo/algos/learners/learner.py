@@ -83,6 +83,7 @@ class Learner:
     ) -> None:
         args.validate()  # again: a field may have changed since the config was made
         self.args = args
+        torch.manual_seed(args.seed)  # training samples from torch's RNG: a seed repeats a run
         self.sampling = args.sampling()
         self.env_factory = env_factory(env)
         self.eval_env_factory = env_factory(eval_env) if eval_env is not None else self.env_factory
