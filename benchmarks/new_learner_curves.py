@@ -188,7 +188,9 @@ def run(algo: str, seed: int, work: str) -> dict[str, Any]:
     torch.manual_seed(seed)  # training samples from torch's global RNG: the same start each run
     assert main(command(algo, seed, output)) == 0
     seconds = time.perf_counter() - started
-    records = [json.loads(line) for line in (Path(output) / "metrics.jsonl").read_text().split()]
+    records = [
+        json.loads(line) for line in (Path(output) / "metrics.jsonl").read_text().splitlines()
+    ]
     steps = {r["update"]: r["env_steps"] for r in records if "env_steps" in r}
     evals = [(r["update"], r["eval/mean_return"]) for r in records if "eval/mean_return" in r]
     final = json.loads((Path(output) / "summary.json").read_text())["eval"]["mean_return"]
