@@ -125,7 +125,7 @@ def test_preference_learners_learn_tinycoop_from_the_command_line(algo: str, tmp
     if algo == "marlhf":  # the reward model ranks held-out pairs better than chance
         assert last["reward_model/heldout_accuracy"] > 0.5
         assert "task/env_reward" in last
-    if algo.endswith("_iter"):
+    if algo.endswith("-iter"):  # one record per iteration, each trained on its pairs
         count = len(records)
         assert [r["update"] for r in records] == list(range(1, count + 1)) and count in (4, 6)
         assert all(r["iter/train_preference_pairs"] > 0 for r in records)
