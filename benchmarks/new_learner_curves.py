@@ -20,7 +20,7 @@ Settings (one per learning test):
   update counts.
 
     python benchmarks/new_learner_curves.py [--learners marloo atgrpo] [--seeds 0 1 2]
-        [--json benchmarks/results/new_learner_curves.json] [--plot docs/assets/plots]
+        [--json docs/assets/plots/new_learner_curves.json] [--plot docs/assets/plots]
         [--work DIR]        # run folders and one result file per finished run (a rerun resumes)
     python benchmarks/new_learner_curves.py --from-json FILE --plot DIR      # re-plot only
 
@@ -273,13 +273,38 @@ def curves_table(results: dict[str, Any], learners: list[str] | None = None) -> 
     return markdown_table(header, rows, "lrrrrr")
 
 
-def page_table(page: str):
-    """The renderer of one learners page's table: the learners that page covers."""
+def page_learners(results: dict[str, Any], page: str) -> list[str]:
+    return [algo for algo in results["runs"] if PAGES[algo] == page]
 
-    def render(results: dict[str, Any]) -> str:
-        return curves_table(results, [a for a in results["runs"] if PAGES[a] == page])
 
-    return render
+def marloo_table(results: dict[str, Any]) -> str:
+    """docs/learners/marloo.md's table."""
+    return curves_table(results, page_learners(results, "marloo"))
+
+
+def maremax_table(results: dict[str, Any]) -> str:
+    """docs/learners/maremax.md's table."""
+    return curves_table(results, page_learners(results, "maremax"))
+
+
+def atgrpo_table(results: dict[str, Any]) -> str:
+    """docs/learners/atgrpo.md's table."""
+    return curves_table(results, page_learners(results, "atgrpo"))
+
+
+def joint_table(results: dict[str, Any]) -> str:
+    """docs/learners/joint.md's table: the joint actor and the joint actor-critic."""
+    return curves_table(results, page_learners(results, "joint"))
+
+
+def madpo_table(results: dict[str, Any]) -> str:
+    """docs/learners/madpo.md's table: MADPO and MADPOIter."""
+    return curves_table(results, page_learners(results, "madpo"))
+
+
+def marlhf_table(results: dict[str, Any]) -> str:
+    """docs/learners/marlhf.md's table: MARLHF and MARLHFIter."""
+    return curves_table(results, page_learners(results, "marlhf"))
 
 
 def plot(results: dict[str, Any], out: str) -> list[str]:

@@ -83,6 +83,7 @@ SETTINGS = {
         "num_generations=8",
     ],
 }
+UPDATES = {"madpo": 40, "madpo-iter": 6, "marlhf": 24, "marlhf-iter": 4}
 
 
 def trained(algo: str, seed: int, path) -> tuple[float, list[dict]]:
@@ -93,10 +94,9 @@ def trained(algo: str, seed: int, path) -> tuple[float, list[dict]]:
 
     torch.manual_seed(seed)  # training samples from torch's global RNG: the same start each run
 
-    updates = {"madpo-iter": "6", "marlhf-iter": "4", "marlhf": "24"}.get(algo, "40")
     extra = [
         "--updates",
-        updates,
+        str(UPDATES[algo]),
         *(part for setting in SETTINGS[algo] for part in ("--set", setting)),
     ]
     command = ["train", algo, "--output", str(path), *COMMON, *extra, "--set", f"seed={seed}"]
