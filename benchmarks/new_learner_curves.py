@@ -313,6 +313,7 @@ def plot(results: dict[str, Any], out: str) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     os.makedirs(out, exist_ok=True)
     written = []
@@ -332,11 +333,13 @@ def plot(results: dict[str, Any], out: str) -> list[str]:
         updates = runs[0]["updates"]
         mean = [statistics.mean(p) for p in zip(*(r["returns"] for r in runs), strict=True)]
         axes.plot(updates, mean, color="black", lw=2.2, label="mean")
-        axes.set_xlabel("updates")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        iterative = algo.endswith("-iter")
+        axes.set_xlabel("iterations (one update each)" if iterative else "updates")
         axes.set_ylabel("eval mean return (64 episodes)")
         axes.set_ylim(0, 1)
         axes.set_title(
-            f"{LABELS[algo]} on TinyCoop, `collabzoo train {algo}` (tiny model)\n"
+            f"{LABELS[algo]} on TinyCoop: collabzoo train {algo} --model tiny\n"
             f"the project's 2-core CPU, no GPU, {date}"
         )
         axes.grid(alpha=0.3)
