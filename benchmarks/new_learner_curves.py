@@ -24,7 +24,10 @@ Settings (one per learning test):
         [--work DIR]        # run folders and one result file per finished run (a rerun resumes)
     python benchmarks/new_learner_curves.py --from-json FILE --plot DIR      # re-plot only
 
-Each run is a child process of its own with one torch thread, `--workers` at a time.
+The learners pages show seeds 0-3 (`--seeds 0 1 2 3`), the seeds the learning tests' bounds were
+set from. Each run is a child process of its own with one torch thread, `--workers` at a time.
+A run's record keeps the trainer's logged `env_steps` counter beside each evaluated update; the
+curves' x is the update (an iteration, for the -iter learners).
 """
 
 from __future__ import annotations
