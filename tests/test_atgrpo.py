@@ -260,6 +260,16 @@ moves the episodes and the sampling). Measured over seeds 0-3 on the 2-core CPU,
 0.30 is over three standard deviations below the mean and ten times random play."""
 
 
+CLI_RUN = [
+    "--updates", "50", "--set", "rollout_buffer_size=8", "--set", "num_generations=8",
+    "--set", "progress=false", "--set", "tensorboard=false", "--set", "save_steps=0",
+    "--eval-episodes", "64",
+]  # fmt: skip
+"""The learning run's settings after `--output` (benchmarks/new_learner_curves.py runs them too)."""
+ATGRPO_RUN = ["--set", "max_new_tokens=1"]
+"""What AT-GRPO's learning run adds to them."""
+
+
 def cli_learning_run(algo: str, seed: int, output, *extra: str) -> float:
     """The final evaluation's mean return of a 50-update `collabzoo train` run on TinyCoop."""
     import json
@@ -269,10 +279,7 @@ def cli_learning_run(algo: str, seed: int, output, *extra: str) -> float:
     done = subprocess.run(
         [
             sys.executable, "-m", "collabzoo.cli", "train", algo, "--env", "tinycoop",
-            "--model", "tiny", "--output", str(output), "--updates", "50",
-            "--set", "rollout_buffer_size=8", "--set", "num_generations=8",
-            "--set", f"seed={seed}", "--set", "progress=false", "--set", "tensorboard=false",
-            "--set", "save_steps=0", "--eval-episodes", "64", *extra,
+            "--model", "tiny", "--output", str(output), *CLI_RUN, "--set", f"seed={seed}", *extra,
         ],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
@@ -283,5 +290,5 @@ def cli_learning_run(algo: str, seed: int, output, *extra: str) -> float:
 @pytest.mark.slow(seconds=200)
 def test_atgrpo_learns_tinycoop_from_the_command_line(tmp_path) -> None:
     for seed in (0, 1):
-        after = cli_learning_run("atgrpo", seed, tmp_path / str(seed), "--set", "max_new_tokens=1")
+        after = cli_learning_run("atgrpo", seed, tmp_path / str(seed), *ATGRPO_RUN)
         assert after >= LEARNED, (seed, after)

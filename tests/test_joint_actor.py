@@ -313,13 +313,14 @@ the 2-core CPU, 2026-12-07: 0.281 0.172 0.469 0.484 (mean 0.352, sd 0.148; rando
 three times random play and 0.07 below the worst seed."""
 
 
+JOINT_RUN = ["--set", "joint_format=fixed_width", "--set", "max_new_tokens=2"]
+"""What the joint actor's learning run adds to tests/test_atgrpo.py's CLI_RUN."""
+
+
 @pytest.mark.slow(seconds=180)
 def test_the_joint_actor_learns_tinycoop_from_the_command_line(tmp_path) -> None:
     from tests.test_atgrpo import cli_learning_run
 
     for seed in (0, 1):
-        after = cli_learning_run(
-            "joint", seed, tmp_path / str(seed),
-            "--set", "joint_format=fixed_width", "--set", "max_new_tokens=2",
-        )  # fmt: skip
+        after = cli_learning_run("joint", seed, tmp_path / str(seed), *JOINT_RUN)
         assert after >= LEARNED, (seed, after)

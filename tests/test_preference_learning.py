@@ -83,6 +83,7 @@ SETTINGS = {
         "num_generations=8",
     ],
 }
+UPDATES = {"madpo": 40, "madpo-iter": 6, "marlhf": 24, "marlhf-iter": 4}
 
 
 def trained(algo: str, seed: int, path) -> tuple[float, list[dict]]:
@@ -93,10 +94,9 @@ def trained(algo: str, seed: int, path) -> tuple[float, list[dict]]:
 
     torch.manual_seed(seed)  # training samples from torch's global RNG: the same start each run
 
-    updates = {"madpo-iter": "6", "marlhf-iter": "4", "marlhf": "24"}.get(algo, "40")
     extra = [
         "--updates",
-        updates,
+        str(UPDATES[algo]),
         *(part for setting in SETTINGS[algo] for part in ("--set", setting)),
     ]
     command = ["train", algo, "--output", str(path), *COMMON, *extra, "--set", f"seed={seed}"]
@@ -125,7 +125,7 @@ def test_preference_learners_learn_tinycoop_from_the_command_line(algo: str, tmp
     if algo == "marlhf":  # the reward model ranks held-out pairs better than chance
         assert last["reward_model/heldout_accuracy"] > 0.5
         assert "task/env_reward" in last
-    if algo.endswith("_iter"):
+    if algo.endswith("-iter"):  # one record per iteration, each trained on its pairs
         count = len(records)
         assert [r["update"] for r in records] == list(range(1, count + 1)) and count in (4, 6)
         assert all(r["iter/train_preference_pairs"] > 0 for r in records)
