@@ -33,6 +33,7 @@ from collabzoo.bench.reproduce import (  # noqa: E402
     record_failure,
     render,
     resolve_rows,
+    run_local,
 )
 from collabzoo.bench.results import read_results, summarize  # noqa: E402
 from collabzoo.bench.seed_effects import Effect, SeedSpread, seed_values  # noqa: E402
@@ -489,3 +490,20 @@ def test_the_table_lists_unfinished_runs_with_the_error_of_those_that_failed(
     ]
     assert "## Which trained rows moved the metric" in board  # planned, with nothing run yet
     assert board.count("| not run |") == 1
+
+
+def test_a_run_finished_by_another_process_meanwhile_is_skipped(tmp_path: Path) -> None:
+    """Two local processes on one folder: a run the other finished after this one planned is
+    not run again (its marker is not touched)."""
+    settings = Settings(
+        models=["tiny"], tasks=["tldr"], rows=resolve_rows(["raw"]), env_kwargs={"tldr": {}}
+    )
+    (run,) = plan(settings)
+    folder = tmp_path / run.folder
+    folder.mkdir(parents=True)
+    marker = json.dumps({"run": run.spec, "results": "bench/none.json"}, default=str)
+    (folder / DONE).write_text(marker)
+    said: list[str] = []
+    assert run_local([run], tmp_path, said.append) == []
+    assert said == ["[1/1] tldr | Raw model | seed 0: finished already"]
+    assert (folder / DONE).read_text() == marker and not (folder / MANIFEST).exists()

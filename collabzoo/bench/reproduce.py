@@ -600,10 +600,17 @@ def finished(folder: Path, spec: Mapping[str, Any]) -> bool:
 
 # ----- the whole reproduction -----------------------------------------------------------------
 def run_local(runs: Sequence[PlannedRun], output: Path, say: Callable[[str], None]) -> list[str]:
-    """Run the unfinished runs here, one after another; the failures, one line each."""
+    """Run the unfinished runs here, one after another; the failures, one line each. Each run
+    is checked again just before it starts, so processes given the same folder (different
+    --rows or seed orders) skip what another has finished meanwhile."""
     failures = []
     for k, run in enumerate(runs, start=1):
         folder = output / run.folder
+        if finished(folder, run.spec):
+            say(
+                f"[{k}/{len(runs)}] {run.task} | {run.row.name} | seed {run.seed}: finished already"
+            )
+            continue
         say(f"[{k}/{len(runs)}] {run.task} | {run.row.name} | seed {run.seed}")
         try:
             execute_run(run.spec, folder)
