@@ -233,8 +233,9 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
         updates: list[dict[str, Any]] = []
         started = first = time.perf_counter()
         for index in range(params["updates"]):
-            if time.perf_counter() - first > params["time_limit"]:
-                break
+            last = updates[-1]["seconds"] if updates else 0.0
+            if time.perf_counter() - first + last > params["time_limit"]:
+                break  # the next update would likely end past the limit
             metrics = trainer.train_step()
             now = time.perf_counter()
             updates.append(
@@ -259,7 +260,8 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
 
 
 class TimeLimitReached(Exception):
-    """Raised after an update past `--time-limit`: ends CoMLRL's epoch there."""
+    """Raised after an update when the next would end past `--time-limit`: ends CoMLRL's
+    epoch there."""
 
 
 # ----- CoMLRL, driven as the reference's train script drives it -----------------------------------
@@ -372,8 +374,8 @@ def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
         answers.clear()
         clock["started"] = now
         print(f"comlrl update {len(updates)}: {updates[-1]}", file=sys.stderr, flush=True)
-        if now - clock["first"] > params["time_limit"]:
-            raise TimeLimitReached
+        if now - clock["first"] + updates[-1]["seconds"] > params["time_limit"]:
+            raise TimeLimitReached  # the next update would likely end past the limit
 
     trainer._drain_ready_buffers = timed_drain
     clock["started"] = clock["first"] = time.perf_counter()
@@ -532,8 +534,8 @@ def main() -> None:
         "--time-limit",
         type=float,
         default=float("inf"),
-        help="seconds per library: no update starts after this (the tables compare the updates "
-        "both finished)",
+        help="seconds per library: no update starts that would end past this, judged by the "
+        "last update's time (the tables compare the updates both finished)",
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads per library (1)")
     parser.add_argument("--sequential", action="store_true", help="one library after the other")
@@ -557,6 +559,11 @@ def main() -> None:
         nargs="?",
         const=PLOT,
         help="draw both learning curves (alone: docs/assets/plots/bfcl_magrpo_vs_comlrl.png)",
+    )
+    parser.add_argument(
+        "--from-children",
+        type=Path,
+        help="build the results from an earlier run's LOGS/children.json instead of running",
     )
     parser.add_argument("--from-json", type=Path, help="only draw the plot from a results file")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
@@ -596,7 +603,11 @@ def main() -> None:
         params = {args.only: params[args.only]}
     started = time.perf_counter()
     load_at_start = os.getloadavg()
-    children = run_children(params, args.threads, args.sequential, args.logs)
+    if args.from_children:  # the children's results of an earlier run (its logs folder)
+        children = load_results(args.from_children)
+    else:
+        children = run_children(params, args.threads, args.sequential, args.logs)
+        (args.logs / "children.json").write_text(json.dumps(children), encoding="utf-8")
     results: dict[str, Any] = {
         "model": args.model,
         "settings": {
