@@ -232,23 +232,25 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
         trainer = MAGRPOTrainer(env, policies, config)
         updates: list[dict[str, Any]] = []
         started = first = time.perf_counter()
+        cpu_started = time.process_time()
         for index in range(params["updates"]):
             last = updates[-1]["seconds"] if updates else 0.0
             if time.perf_counter() - first + last > params["time_limit"]:
                 break  # the next update would likely end past the limit
             metrics = trainer.train_step()
-            now = time.perf_counter()
+            now, cpu_now = time.perf_counter(), time.process_time()
             updates.append(
                 {
                     "update": index + 1,
                     "seconds": now - started,
+                    "cpu_seconds": cpu_now - cpu_started,
                     "mean_reward": metrics["mean_reward"],
                     "mean_completion_tokens": completion_tokens(tokenizer, ANSWERS),
                     "answers": len(ANSWERS),
                 }
             )
             ANSWERS.clear()
-            started = now
+            started, cpu_started = now, cpu_now
             print(f"collabzoo update {index + 1}: {updates[-1]}", file=sys.stderr, flush=True)
     return {
         "library": "collabzoo",
@@ -353,18 +355,19 @@ def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
     )
     checksum = weight_checksum(trainer.agents)
     updates: list[dict[str, Any]] = []
-    clock = {"started": 0.0}
+    clock = {"started": 0.0, "first": 0.0, "cpu_started": 0.0}
     drain = trainer._drain_ready_buffers
 
     def timed_drain(ready_agents):
         drain(ready_agents)
         if not ready_agents:
             return
-        now = time.perf_counter()
+        now, cpu_now = time.perf_counter(), time.process_time()
         updates.append(
             {
                 "update": len(updates) + 1,
                 "seconds": now - clock["started"],
+                "cpu_seconds": cpu_now - clock["cpu_started"],
                 "mean_reward": statistics.fmean(rewards) if rewards else 0.0,
                 "mean_completion_tokens": completion_tokens(tokenizer, answers),
                 "answers": len(answers),
@@ -372,13 +375,14 @@ def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
         )
         rewards.clear()
         answers.clear()
-        clock["started"] = now
+        clock["started"], clock["cpu_started"] = now, cpu_now
         print(f"comlrl update {len(updates)}: {updates[-1]}", file=sys.stderr, flush=True)
         if now - clock["first"] + updates[-1]["seconds"] > params["time_limit"]:
             raise TimeLimitReached  # the next update would likely end past the limit
 
     trainer._drain_ready_buffers = timed_drain
     clock["started"] = clock["first"] = time.perf_counter()
+    clock["cpu_started"] = time.process_time()
     with contextlib.suppress(TimeLimitReached):
         trainer.train()
     return {
@@ -451,12 +455,14 @@ def summarise(result: dict[str, Any], compared: int | None = None) -> dict[str, 
     kept = result["updates"][: compared or len(result["updates"])]
     seconds = [u["seconds"] for u in kept]
     later = seconds[1:] or seconds
+    cpu = [u["cpu_seconds"] for u in kept]
     return {
         **result,
         "compared_updates": len(kept),
         "total_seconds": sum(seconds),
         "mean_update_seconds": statistics.fmean(seconds),
         "mean_later_update_seconds": statistics.fmean(later),
+        "mean_update_cpu_seconds": statistics.fmean(cpu),
         "mean_reward": statistics.fmean(u["mean_reward"] for u in kept),
     }
 
@@ -649,6 +655,7 @@ def main() -> None:
         results["later_ratio"] = (
             ours["mean_later_update_seconds"] / theirs["mean_later_update_seconds"]
         )
+        results["cpu_ratio"] = ours["mean_update_cpu_seconds"] / theirs["mean_update_cpu_seconds"]
         checks = (ours["initial_weight_checksum"], theirs["initial_weight_checksum"])
         results["same_initial_weights"] = abs(checks[0] - checks[1]) <= 1e-6 * abs(checks[0])
     results["total_seconds"] = time.perf_counter() - started
