@@ -41,12 +41,13 @@ What had to change in CoMLRL's drive, and why (everything else is the reference'
   this measures training updates only;
 - no wandb (the script's `wandb.enabled: true` needs an account).
 
-collabzoo's side has two settings the reference has no counterpart for: `max_grad_norm` (collabzoo
-clips each agent's gradient norm, default 1.0; CoMLRL does not clip) is set to 1e9, i.e. off;
-and collabzoo's loss is a token-mean per completion where CoMLRL's is a sum over the completion's
-tokens (including the pad tokens after a finished answer, a CoMLRL quirk), so the two take
-different steps from the same advantages. Sampling draws from each library's own RNG stream, so
-the two curves differ by sampling noise even where the maths agrees.
+collabzoo's side has one setting the reference has no counterpart for: `max_grad_norm` (collabzoo
+clips each agent's gradient norm, default 1.0; CoMLRL does not clip) is set to 1e9, i.e. off.
+Both losses are -mean over an update's 16 samples of (advantage x the completion's summed token
+log-probabilities); CoMLRL's sum also runs over the pad tokens after an answer that ended before
+its K-group's longest (a CoMLRL quirk), collabzoo's over the answer's own tokens. Sampling draws
+from each library's own RNG stream, so the two curves differ by sampling noise even where the
+maths agrees.
 
 Timing: an update's wall time is rollout + reward + update, measured from the end of the previous
 update (from the start of training for the first). For CoMLRL the update ends when its
@@ -488,6 +489,16 @@ def report(results: dict[str, Any]) -> None:
         )
 
 
+def machine_words(results: dict[str, Any]) -> str:
+    """The machine and date: from the results file's provenance where it has one (a plot drawn
+    with --from-json), else the run's --machine-label and today."""
+    record = results.get("provenance")
+    if not record:
+        return f"{results['machine_label']}, {results.get('date', '')}"
+    gpu = "" if "GPU" in record["machine"] else ", no GPU"
+    return f"{record['machine']}{gpu}, shared; {record['date']}"
+
+
 def plot(results: dict[str, Any], path: Path) -> None:
     """Reward per update and cumulative wall time, both libraries."""
     import matplotlib
@@ -516,10 +527,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
         for axis in (left, right):
             axis.xaxis.get_major_locator().set_params(integer=True)
             axis.legend(frameon=False)
-        when = results.get("date", "")
         fig.suptitle(
-            f"MAGRPO on BFCL v4, SmolLM2-135M-Instruct, K=4, 4 prompts per update: "
-            f"{results['machine_label']}, {when}",
+            "MAGRPO on BFCL v4, SmolLM2-135M-Instruct, K=4, 4 prompts per update\n"
+            f"{machine_words(results)}",
             fontsize=10,
         )
         fig.tight_layout()
@@ -549,7 +559,7 @@ def main() -> None:
     parser.add_argument("--logs", type=Path, default=Path("runs/bfcl_magrpo_vs_comlrl"))
     parser.add_argument(
         "--machine-label",
-        default="2-core CPU, no GPU",
+        default="2-core CPU, no GPU, shared",
         help="how the plot's title names the machine",
     )
     parser.add_argument(
@@ -670,52 +680,62 @@ def main() -> None:
 
 # ----- the Performance page's table ---------------------------------------------------------------
 def bfcl_side_by_side_table(results: dict[str, Any]) -> str:
-    """One row per update: each library's wall time and mean training reward, then the means."""
-    compared = results["collabzoo"]["compared_updates"]
-    ours = results["collabzoo"]["updates"][:compared]
-    theirs = results["comlrl"]["updates"][:compared]
+    """One row per update both libraries finished: wall and CPU time, mean training reward and
+    answer length of each; then the means and the ratios."""
+    c, t = results["collabzoo"], results["comlrl"]
+    compared = c["compared_updates"]
+    pairs = list(zip(c["updates"][:compared], t["updates"][:compared], strict=True))
+
+    def pair(a: float, b: float, fmt: str) -> str:
+        return f"{a:{fmt}} / {b:{fmt}}"
+
     cells = [
         [
             str(a["update"]),
-            f"{a['seconds']:.0f} s",
-            f"{b['seconds']:.0f} s",
-            f"{a['mean_reward']:+.3f}",
-            f"{b['mean_reward']:+.3f}",
-            f"{a['mean_completion_tokens']:.0f} / {b['mean_completion_tokens']:.0f}",
+            pair(a["seconds"], b["seconds"], ",.0f"),
+            pair(a["cpu_seconds"], b["cpu_seconds"], ",.0f"),
+            pair(a["mean_reward"], b["mean_reward"], "+.3f"),
+            pair(a["mean_completion_tokens"], b["mean_completion_tokens"], ".0f"),
         ]
-        for a, b in zip(ours, theirs, strict=True)
+        for a, b in pairs
     ]
-    c, t = results["collabzoo"], results["comlrl"]
     cells.append(
         [
             "mean",
-            f"{c['mean_update_seconds']:.0f} s",
-            f"{t['mean_update_seconds']:.0f} s",
-            f"{c['mean_reward']:+.3f}",
-            f"{t['mean_reward']:+.3f}",
+            pair(c["mean_update_seconds"], t["mean_update_seconds"], ",.0f"),
+            pair(c["mean_update_cpu_seconds"], t["mean_update_cpu_seconds"], ",.0f"),
+            pair(c["mean_reward"], t["mean_reward"], "+.3f"),
             "",
         ]
     )
     cells.append(
-        [
-            "collabzoo / CoMLRL",
-            f"{times(results['ratio'], 2)} (after the first update: "
-            f"{times(results['later_ratio'], 2)})",
-            "",
-            "",
-            "",
-            "",
-        ]
+        ["collabzoo / CoMLRL", times(results["ratio"], 2), times(results["cpu_ratio"], 2), "", ""]
     )
     header = [
         "update",
-        "collabzoo wall time",
-        f"CoMLRL {t['version']} wall time",
-        "collabzoo reward",
-        "CoMLRL reward",
+        "wall time (s), collabzoo / CoMLRL",
+        "CPU time (s), collabzoo / CoMLRL",
+        "mean training reward, collabzoo / CoMLRL",
         "answer tokens, collabzoo / CoMLRL",
     ]
-    return markdown_table(header, cells, align="lrrrrr")
+    return markdown_table(header, cells, align="lrrrr")
+
+
+def later_updates_table(results: dict[str, Any]) -> str:
+    """collabzoo's updates past those CoMLRL finished (its learning curve goes on)."""
+    c = results["collabzoo"]
+    cells = [
+        [
+            str(u["update"]),
+            f"{u['seconds']:,.0f}",
+            f"{u['cpu_seconds']:,.0f}",
+            f"{u['mean_reward']:+.3f}",
+            f"{u['mean_completion_tokens']:.0f}",
+        ]
+        for u in c["updates"][c["compared_updates"] :]
+    ]
+    header = ["update", "wall time (s)", "CPU time (s)", "mean training reward", "answer tokens"]
+    return markdown_table(header, cells, align="lrrrr")
 
 
 def headline(results: dict[str, Any]) -> list[dict[str, Any]]:
