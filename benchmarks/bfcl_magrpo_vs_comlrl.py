@@ -88,6 +88,11 @@ CONFIG = "native_parallel/configs/native_parallel_magrpo_config.yaml"
 PLOT = (
     Path(__file__).resolve().parents[1] / "docs" / "assets" / "plots" / "bfcl_magrpo_vs_comlrl.png"
 )
+LOGPROB_BATCH_SIZE = 4
+"""collabzoo's sequences per scoring pass: one prompt's K answers. Its default, 16, scores an
+update's 16 answers of about 690 tokens in one pass, whose float32 logits over SmolLM2's 49,152
+tokens (and their log-softmax and gradients) took 11 GB here, more than the shared machine had
+free; CoMLRL scores one answer per pass."""
 MAX_GRAD_NORM_OFF = 1e9
 """collabzoo's gradient clip, set out of reach: CoMLRL 1.4.3 does not clip."""
 
@@ -145,6 +150,13 @@ def train_rows(data: str, categories: list[str], count: int) -> list[dict[str, A
 def weight_checksum(models: list[Any]) -> float:
     """A fingerprint of the starting weights (equal for both libraries when they load alike)."""
     return float(sum(p.detach().double().sum() for m in models for p in m.parameters()))
+
+
+def peak_rss_mb() -> float:
+    """High-water mark of this process's resident set (Linux reports KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def seed_everything(seed: int) -> None:
@@ -224,6 +236,7 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
             advantage_normalization="zscore" if s["advantage_normalization"] else False,
             early_termination_threshold=s["early_termination_threshold"],
             max_grad_norm=MAX_GRAD_NORM_OFF,
+            logprob_batch_size=params["logprob_batch_size"],
             device="cpu",
             eval_interval=0,
             tensorboard=False,
@@ -256,6 +269,8 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
     return {
         "library": "collabzoo",
         "torch_threads": torch.get_num_threads(),
+        "logprob_batch_size": params["logprob_batch_size"],
+        "peak_rss_mb": peak_rss_mb(),
         "dtype": str(model_a.dtype),
         "initial_weight_checksum": checksum,
         "updates": updates,
@@ -390,6 +405,7 @@ def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
         "library": "comlrl",
         "version": metadata.version("comlrl"),
         "torch_threads": torch.get_num_threads(),
+        "peak_rss_mb": peak_rss_mb(),
         "dtype": str(trainer.agents[0].dtype),
         "initial_weight_checksum": checksum,
         "updates": updates,
@@ -553,6 +569,12 @@ def main() -> None:
         help="seconds per library: no update starts that would end past this, judged by the "
         "last update's time (the tables compare the updates both finished)",
     )
+    parser.add_argument(
+        "--logprob-batch-size",
+        type=int,
+        default=LOGPROB_BATCH_SIZE,
+        help=f"collabzoo's sequences per scoring pass (default {LOGPROB_BATCH_SIZE})",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads per library (1)")
     parser.add_argument("--sequential", action="store_true", help="one library after the other")
     parser.add_argument("--only", choices=sorted(CHILDREN), help="run one library only")
@@ -612,7 +634,7 @@ def main() -> None:
         "time_limit": args.time_limit,
     }
     params = {
-        "collabzoo": {**shared, "data": args.data},
+        "collabzoo": {**shared, "data": args.data, "logprob_batch_size": args.logprob_batch_size},
         "comlrl": {**shared, "reference": str(args.reference.resolve()), "rows": rows},
     }
     if args.only:
