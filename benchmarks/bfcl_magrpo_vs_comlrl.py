@@ -603,6 +603,7 @@ def main() -> None:
         type=Path,
         help="build the results from an earlier run's LOGS/children.json instead of running",
     )
+    parser.add_argument("--note", help="a remark on how the run went, kept in the results")
     parser.add_argument("--from-json", type=Path, help="only draw the plot from a results file")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--params", default="{}", help=argparse.SUPPRESS)
@@ -664,6 +665,7 @@ def main() -> None:
             "load_average_at_end": os.getloadavg(),
         },
         "machine_label": args.machine_label,
+        "note": args.note,
         "reference": {
             "repo": "OpenMLRL/LLM_Collab_BFCL-v4",
             "train_script": "native_parallel/train/train_magrpo.py@178b9dc",
