@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -93,6 +94,8 @@ LOGPROB_BATCH_SIZE = 4
 update's 16 answers of about 690 tokens in one pass, whose float32 logits over SmolLM2's 49,152
 tokens (and their log-softmax and gradients) took 11 GB here, more than the shared machine had
 free; CoMLRL scores one answer per pass."""
+MIN_HEADLINE_UPDATES = 2
+"""Updates both libraries must finish for the run to give the Performance summary a row."""
 MAX_GRAD_NORM_OFF = 1e9
 """collabzoo's gradient clip, set out of reach: CoMLRL 1.4.3 does not clip."""
 
@@ -445,13 +448,11 @@ def logged_updates(kind: str, text: str) -> list[dict[str, Any]]:
     """The updates a child logged before it stopped (its `<kind> update N: {...}` lines): what
     a child stopped from outside (for memory, by a signal) still measured."""
     import ast
+    import re
 
-    prefix = f"{kind} update "
-    return [
-        ast.literal_eval(line.split(": ", 1)[1])
-        for line in text.replace("\r", "\n").splitlines()
-        if line.startswith(prefix) and ": {" in line
-    ]
+    # a progress bar may share the line (it ends in a carriage return, not a newline)
+    found = re.finditer(rf"{kind} update \d+: (\{{[^\n]*\}})", text)
+    return [ast.literal_eval(match.group(1)) for match in found]
 
 
 def run_children(
@@ -486,11 +487,16 @@ def partial(result: dict[str, Any]) -> dict[str, Any]:
     """A child stopped before its end keeps the updates it logged, marked as stopped."""
     if "error" not in result or not result.get("updates_logged"):
         return result
-    return {
+    kept = {
         "library": result["library"],
         "stopped": result["error"].splitlines()[0],
         "updates": result["updates_logged"],
     }
+    if result["library"] == "comlrl":
+        import importlib.metadata as metadata
+
+        kept["version"] = metadata.version("comlrl")  # the one installed here, which ran
+    return kept
 
 
 def summarise(result: dict[str, Any], compared: int | None = None) -> dict[str, Any]:
@@ -552,7 +558,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     colours = {"collabzoo": "#4c72b0", "comlrl": "#dd8452"}
-    names = {"collabzoo": "collabzoo", "comlrl": f"CoMLRL {results['comlrl'].get('version', '')}"}
+    version = results["comlrl"].get("version", "")
+    names = {"collabzoo": "collabzoo", "comlrl": f"CoMLRL {version}".strip()}
     with plt.rc_context({"font.size": 11, "axes.spines.top": False, "axes.spines.right": False}):
         fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
         for kind in ("collabzoo", "comlrl"):
@@ -561,14 +568,13 @@ def plot(results: dict[str, Any], path: Path) -> None:
                 continue
             steps = [u["update"] for u in r["updates"]]
             rewards = [u["mean_reward"] for u in r["updates"]]
-            elapsed, total = [], 0.0
-            for u in r["updates"]:
-                total += u["seconds"]
-                elapsed.append(total / 60)
+            wall = list(itertools.accumulate(u["seconds"] / 60 for u in r["updates"]))
+            cpu = list(itertools.accumulate(u["cpu_seconds"] / 60 for u in r["updates"]))
             left.plot(steps, rewards, "o-", color=colours[kind], label=names[kind])
-            right.plot(steps, elapsed, "o-", color=colours[kind], label=names[kind])
+            right.plot(steps, wall, "o-", color=colours[kind], label=f"{names[kind]}, wall")
+            right.plot(steps, cpu, "s--", color=colours[kind], label=f"{names[kind]}, CPU")
         left.set(xlabel="update", ylabel="mean training reward (reference reward)")
-        right.set(xlabel="update", ylabel="cumulative wall time (min)")
+        right.set(xlabel="update", ylabel="cumulative time (min)")
         for axis in (left, right):
             axis.xaxis.get_major_locator().set_params(integer=True)
             axis.legend(frameon=False)
@@ -582,6 +588,13 @@ def plot(results: dict[str, Any], path: Path) -> None:
         fig.savefig(path, dpi=140)
         plt.close(fig)
     print(f"plot written to {path}")
+
+
+def read_note(note: str | None) -> str | None:
+    """`--note`: the text, or with a leading @ the text of that file."""
+    if note and note.startswith("@"):
+        return Path(note[1:]).read_text(encoding="utf-8").strip()
+    return note
 
 
 def main() -> None:
@@ -632,7 +645,9 @@ def main() -> None:
         type=Path,
         help="build the results from an earlier run's LOGS/children.json instead of running",
     )
-    parser.add_argument("--note", help="a remark on how the run went, kept in the results")
+    parser.add_argument(
+        "--note", help="a remark on how the run went, kept in the results (@FILE: read from FILE)"
+    )
     parser.add_argument("--from-json", type=Path, help="only draw the plot from a results file")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--params", default="{}", help=argparse.SUPPRESS)
@@ -694,7 +709,7 @@ def main() -> None:
             "load_average_at_end": os.getloadavg(),
         },
         "machine_label": args.machine_label,
-        "note": args.note,
+        "note": read_note(args.note),
         "reference": {
             "repo": "OpenMLRL/LLM_Collab_BFCL-v4",
             "train_script": "native_parallel/train/train_magrpo.py@178b9dc",
@@ -726,8 +741,10 @@ def main() -> None:
     results["total_seconds"] = time.perf_counter() - started
     report(results)
     if args.json:
-        if both:
+        if both and ours["compared_updates"] >= MIN_HEADLINE_UPDATES:
             results["headline"] = headline(results)
+        else:  # too little to summarise: the section shows what there is
+            results["headline"] = []
         write_results(args.json, results)
     if args.plot:
         plot(results, args.plot)
