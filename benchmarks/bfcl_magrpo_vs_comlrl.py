@@ -579,7 +579,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
             axis.xaxis.get_major_locator().set_params(integer=True)
             axis.legend(frameon=False)
         fig.suptitle(
-            "MAGRPO on BFCL v4, SmolLM2-135M-Instruct, K=4, 4 prompts per update\n"
+            "MAGRPO on BFCL v4, SmolLM2-135M-Instruct, K=4, 4 prompts per update, "
+            f"{results['settings']['max_new_tokens']} new tokens\n"
             f"{machine_words(results)}",
             fontsize=10,
         )
