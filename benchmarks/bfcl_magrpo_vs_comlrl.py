@@ -742,10 +742,7 @@ def main() -> None:
     results["total_seconds"] = time.perf_counter() - started
     report(results)
     if args.json:
-        if both and ours["compared_updates"] >= MIN_HEADLINE_UPDATES:
-            results["headline"] = headline(results)
-        else:  # too little to summarise: the section shows what there is
-            results["headline"] = []
+        results["headline"] = headline(results) if both else []
         write_results(args.json, results)
     if args.plot:
         plot(results, args.plot)
@@ -819,7 +816,11 @@ def later_updates_table(results: dict[str, Any]) -> str:
 
 def headline(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The summary's row: both wall times per update, and the speed-up (CoMLRL's time over
-    collabzoo's, the summary's convention: above 1 is collabzoo faster)."""
+    collabzoo's, the summary's convention: above 1 is collabzoo faster). None (`[]`) when the
+    libraries finished fewer than MIN_HEADLINE_UPDATES updates in common: too little to
+    summarise, the section shows what there is."""
+    if results["collabzoo"]["compared_updates"] < MIN_HEADLINE_UPDATES:
+        return []
     ours = results["collabzoo"]["mean_update_seconds"]
     theirs = results["comlrl"]["mean_update_seconds"]
     updates = results["collabzoo"]["compared_updates"]
