@@ -8,7 +8,8 @@ same episodes at every evaluation of a run) every K updates and logs them to met
 `eval/mean_return`. The update-0 point is the same CLI call with training skipped (the CLI
 refuses `--updates 0`): the team it builds is the untrained one of the training run (the tiny
 models' start is the CLI's own, the same for every seed), evaluated on the same 64 episodes.
-Torch's global RNG is seeded with the run seed before each call, as the preference test does.
+Torch's global RNG is seeded with the run seed before each call (the learner now seeds it with
+the same seed when built, so this no longer changes a run).
 
 Settings (one per learning test):
 - marloo, maremax (no learning test: MARLOO's settings; it stalls, see its page), atgrpo:

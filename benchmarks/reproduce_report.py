@@ -185,6 +185,31 @@ def moved_table(results: dict[str, Any]) -> str:
     return markdown_table(header, body, "llllrrrl")
 
 
+SECTION = "The papers' table on this machine"
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The summary's row: MAGRPO's effect on the first task's metric against the untrained team
+    of its protocol, or which rows moved where MAGRPO was not run."""
+    found = [e for e in results["effects"] if e["row"] == "MAGRPO" and e["trained"]]
+    models = ", ".join(results["settings"]["models"])
+    if not found:
+        figure = f"{models}: no MAGRPO row finished"
+    else:
+        item = found[0]
+        trained, untrained = (
+            SeedSpread(tuple(item["trained"])),
+            SeedSpread(tuple(item["untrained"])),
+        )
+        moved = sum(e["verdict"] == "moved: better" for e in results["effects"])
+        figure = (
+            f"{models}, {item['task']} {item['metric']}: MAGRPO {trained.cell()} against the "
+            f"untrained {item['baseline']} team's {untrained.cell()}; {moved} of "
+            f"{len(results['effects'])} trained rows moved a metric beyond the seeds' spread"
+        )
+    return {"benchmark": "The papers' table", "figure": figure, "ratio": None, "section": SECTION}
+
+
 def plot(results: dict[str, Any], folder: Path, name: str) -> list[Path]:
     """One PNG per task: each trained row's training mean return against env steps, mean over
     its seeds (thin lines: each seed)."""
@@ -230,6 +255,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--name", default="smollm2")
     parser.add_argument("--from-json", type=Path)
+    parser.add_argument("--note", default="", help="how the runs were made (kept in the file)")
     args = parser.parse_args(argv)
     if args.from_json:
         results = load_results(args.from_json)
@@ -241,6 +267,8 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(moved_table(results))
     if args.json is not None and not args.from_json:
+        results["headline"] = headline(results)
+        results["note"] = args.note
         write_results(args.json or results_path(f"reproduce_{args.name}"), results, argv)
     if args.plot:
         for path in plot(results, args.plot, args.name):
