@@ -147,7 +147,7 @@ def reproduction_table(results: dict[str, Any]) -> str:
         "Protocol",
         "Training (updates)",
         "Seeds",
-        "Score (%)",
+        "Scores (%, each column by name)",
         "Time (s / episode)",
         "Cost (tokens / episode)",
         "Wall time (s / run)",
