@@ -507,3 +507,25 @@ def test_a_run_finished_by_another_process_meanwhile_is_skipped(tmp_path: Path) 
     assert run_local([run], tmp_path, said.append) == []
     assert said == ["[1/1] tldr | Raw model | seed 0: finished already"]
     assert (folder / DONE).read_text() == marker and not (folder / MANIFEST).exists()
+
+
+def test_the_report_reads_a_reproduction_folder_back(cut_run: dict) -> None:
+    """benchmarks/reproduce_report.py: every planned row with its seed's scores, wall time and
+    training curve, read from the folder the quick run left."""
+    from tests.conftest import benchmark_module
+
+    report = benchmark_module("reproduce_report")
+    output = cut_run["output"]
+    results = report.read_folder(output)
+    assert [r["row"] for r in results["rows"]] == list(POSTER_ROWS)
+    assert results["unfinished"] == []
+    for row in results["rows"]:
+        folder = output / "runs" / "tldr" / slug(row["row"]) / "seed-0"
+        done = json.loads((folder / DONE).read_text())
+        (seed,) = row["seeds"].values()
+        assert seed["seconds"] == done["seconds"]
+        document = read_results(folder / done["results"])
+        assert seed["means"]["Score"] == summarize(document)["Score"]["mean"]
+        assert len(seed["curve"]) == (len(training(folder)) if row["learner"] else 0)
+    assert {e["verdict"] for e in results["effects"]} == {"one seed: no spread"}
+    assert report.headline(results)["section"] == report.SECTION
