@@ -196,7 +196,7 @@ def test_quick_runs_end_to_end_and_a_cut_run_resumes_without_redoing_finished_ru
     assert "## Runs not finished" not in board
 
 
-def test_a_finished_run_is_read_back_and_a_changed_plan_is_refused(
+def test_a_finished_run_is_read_back_and_a_changed_plan_is_refused_but_not_a_memory_bound(
     cut_run: dict, capsys: pytest.CaptureFixture[str]
 ) -> None:
     output = cut_run["output"]
@@ -221,6 +221,10 @@ def test_a_finished_run_is_read_back_and_a_changed_plan_is_refused(
     code = main(["reproduce", "--quick", "--output", str(output), "--dry-run", "--env-steps", "9"])
     assert code == 2
     assert "finished with other settings" in capsys.readouterr().err
+    # Smaller scoring passes bound memory and keep the loss: the finished runs are the same runs.
+    memory = ["--set", "logprob_batch_size=2", "--set", "gradient_checkpointing=true"]
+    assert main(["reproduce", "--quick", "--output", str(output), "--dry-run", *memory]) == 0
+    assert capsys.readouterr().out.count("| done |") == len(POSTER_ROWS)
 
 
 @pytest.mark.slow(seconds=70)

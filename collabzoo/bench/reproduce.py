@@ -65,6 +65,10 @@ LEADERBOARD = "leaderboard.md"
 JOINT_LEARNERS = {"magrpo": "joint", "iac": "joint-ac"}
 """A one-agent row's learner -> the joint learner that trains the row on a task with no
 one-model mode of its own (benched with the `joint` protocol)."""
+MEMORY_SETTINGS = frozenset({"logprob_batch_size", "gradient_checkpointing"})
+"""Learner config fields that bound memory and leave the loss as it is: a run finished with
+other values of these is the same run (a reproduction may rerun one seed in smaller scoring
+passes after the kernel stopped it, and still be one command)."""
 TRAINING_COST = 3.0
 """Assumed cost of a trained generation against a sampled one: the sampling, plus the scoring
 forward and backward passes of the loss (about twice a forward)."""
@@ -590,12 +594,20 @@ def finished(folder: Path, spec: Mapping[str, Any]) -> bool:
         done = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False  # a marker cut short: the run is redone
-    if json.loads(json.dumps(spec, default=str)) != done.get("run"):
+    if _same_result(json.loads(json.dumps(spec, default=str))) != _same_result(done.get("run")):
         raise ReproduceError(
             f"{folder} finished with other settings than this plan's: use another --output, "
             "or delete that run's folder to redo it"
         )
     return True
+
+
+def _same_result(spec: Any) -> Any:
+    """A run's settings less its `MEMORY_SETTINGS`: what decides whether two runs are one."""
+    if not isinstance(spec, dict) or not isinstance(spec.get("train"), dict):
+        return spec
+    config = {k: v for k, v in spec["train"].get("config", {}).items() if k not in MEMORY_SETTINGS}
+    return {**spec, "train": {**spec["train"], "config": config}}
 
 
 # ----- the whole reproduction -----------------------------------------------------------------
