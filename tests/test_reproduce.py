@@ -316,12 +316,13 @@ def test_dry_run_lists_every_run_with_its_estimate(
 def test_rows_resolve_at_run_time_and_bad_names_are_refused(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    learners = {"magrpo": None, "iac": None, "cc": None, "madpo": None}
-    rows = resolve_rows(["raw", "MAGRPO", "madpo", "magrpo"], learners)
+    learners = {"magrpo": None, "iac": None, "cc": None, "madpo": None, "joint": None}
+    rows = resolve_rows(["raw", "MAGRPO", "madpo", "magrpo", "joint"], learners)
     assert [(r.name, r.protocol, r.learner) for r in rows] == [
         ("Raw model", "single", None),
         ("MAGRPO", "parallel", "magrpo"),
         ("MADPO", "parallel", "madpo"),
+        ("JOINT", "joint", "joint"),  # one model writes every role
     ]
     with pytest.raises(ReproduceError, match="unknown row 'madpo'"):
         resolve_rows(["madpo"], {"magrpo": None})

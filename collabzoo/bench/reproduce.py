@@ -161,7 +161,8 @@ def resolve_rows(
     names: Sequence[str], learners: Mapping[str, Any] | None = None
 ) -> list[MethodRow]:
     """The rows named: "default" (the poster's nine), a poster row's name or short name, or a
-    learner's key (its own row: that learner trained on the team, benched in parallel)."""
+    learner's key (its own row: that learner trained on the team, benched in parallel, or
+    under `joint` for a joint learner)."""
     rows: list[MethodRow] = []
     by_name = {n.lower(): n for n in POSTER_ROWS}
     for raw in names:
@@ -182,7 +183,9 @@ def resolve_rows(
                     "registered learner"
                 )
             standing = [r for r in POSTER_ROWS.values() if r.learner == key and not r.one_agent]
-            found = standing or [MethodRow(key.upper(), "parallel", key)]
+            # A joint learner's one model writes every role: benched under `joint`.
+            protocol = "joint" if key in JOINT_LEARNERS.values() else "parallel"
+            found = standing or [MethodRow(key.upper(), protocol, key)]
         rows += [r for r in found if r not in rows]
     if not rows:
         raise ReproduceError("no rows: name 'default' or rows such as magrpo,parallel")
