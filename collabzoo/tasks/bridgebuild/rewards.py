@@ -15,6 +15,13 @@ The base reward (the CoMLRL trainer's), per turn, deltas clipped at 0 except the
 
 and the CoTI / BCMAAC shaping (`reward="coti"`) rescales three terms and adds movement and
 late-quality terms on top (`CotiShaping`).
+
+Reference quirks kept: pillars, fake ones too, count as free cells of the gap; probes need no
+sight, and neither probes nor messages cost anything (messages are not checked); a `max_probe`
+above the path's cap is clamped to it (3 reads as 2 on the CoMLRL path); CoTI's shaping is still
+paid on a turn after the end, at the last turn's index (weight 0.5); `diag.json` reuses map ids,
+so ids are prefixed by their file; the feedback modes show the base reward with the clean and
+late bonuses at 0, and `position_feedback` reads a sight of 0 as 3.
 """
 
 from __future__ import annotations

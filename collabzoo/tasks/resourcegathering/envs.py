@@ -35,7 +35,11 @@ SYSTEM_PROMPT = (
     "You are one of two workers in a resource-gathering game. Answer with exactly one JSON "
     "object and stop: no text, code fences or reasoning around it."
 )
-"""The system text before every prompt (the reference's says the same)."""
+"""The system text before every prompt: the reference's instruction (one JSON object, nothing
+around it) in this env's words. The prompts carry every fact the reference's template fills in
+(roles and tools, map size, turn, goals, inventory, what is left, view, position, resources in
+view and in reach, the teammate if in view, every message received, the extraction zone, the
+action's shape) written anew, not copied."""
 PREVIOUS_ANSWER = "Your answer last turn:"
 ROLES = ("wood_worker", "stone_iron_worker")
 ROLE_TEXT = ("the wood worker", "the stone-and-iron worker")
