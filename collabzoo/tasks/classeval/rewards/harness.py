@@ -66,8 +66,11 @@ pandas, openpyxl, PyPDF2, python-docx, gensim, bs4 with lxml, Pillow, reportlab,
 with their dependencies, pinned: the sandbox image a ClassEval run uses holds exactly these.
 PyPDF2 stays at 2.x: task 69's solution calls `PdfFileReader`, which 3.0 removed. netifaces-plus
 is the maintained fork that installs the `netifaces` module as a wheel for Python 3.11. nltk is
-left out: task 52 fetches its corpora with `nltk.download` at import, from a host no sandbox
-(and no offline build) reaches, so its tests fail with or without the module."""
+left out: task 52's tests need NLTK's corpora (punkt, wordnet, the perceptron tagger), which
+only NLTK's own data host serves (no package registry carries them). No sandbox reaches it and
+the image is built from registries alone, so the skeleton's `nltk.download` at import gets
+nothing (offline it returns False, it does not raise) and the tests fail with or without the
+module; a machine with the corpora could add them to an image of its own."""
 
 HARNESS = r'''
 import contextlib, io, json, os, signal, sys, unittest
