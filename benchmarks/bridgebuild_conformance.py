@@ -161,8 +161,10 @@ def chaos_action(ref: ModuleType, task: Any, state: Any, agent: int, rng: random
         z2 = min(height - 1, z2)
         block = rng.choice(["oak_planks"] * 5 + ["minecraft:oak_planks", "stone", "OAK_PLANKS"])
         line = rng.choice(["/fill", "fill", "/FILL"]) + f" {x1} {z1} {x2} {z2} {block}"
-        spoil = rng.randrange(12)
-        if spoil == 0:
+        spoil = rng.randrange(12) if count < 22 else -1  # 22 good lines: over the cap of 20
+        if spoil == -1:
+            line = f"/fill {x1} {z1} {x2} {z2} oak_planks"
+        elif spoil == 0:
             line = f"/fill {x1} {z1} {width + 2} {z2} oak_planks"
         elif spoil == 1:
             line = f"/fill ~{x1} {z1} {x2} {z2} oak_planks"
