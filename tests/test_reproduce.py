@@ -534,3 +534,27 @@ def test_the_report_reads_a_reproduction_folder_back(cut_run: dict) -> None:
         assert len(seed["curve"]) == (len(training(folder)) if row["learner"] else 0)
     assert {e["verdict"] for e in results["effects"]} == {"one seed: no spread"}
     assert report.headline(results)["section"] == report.SECTION
+
+
+def test_report_writes_the_table_of_what_finished_and_runs_nothing(
+    cut_run: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A budget that ends before the plan: `--report` plans one more row, runs nothing, and
+    the table holds the finished rows and lists the new row's run as not run."""
+    import shutil
+
+    output = tmp_path / "copy"
+    shutil.copytree(cut_run["output"], output)
+    code = main(
+        ["reproduce", "--quick", "--output", str(output), "--rows", "default,atgrpo", "--report"]
+    )
+    assert code == 0
+    said = capsys.readouterr().out
+    assert f"{len(POSTER_ROWS) + 1} runs planned, {len(POSTER_ROWS)} finished already" in said
+    assert "1 not run (--report runs none)" in said
+    assert not (output / "runs/tldr/ATGRPO").exists()  # not even started
+    plan = json.loads((output / "plan.json").read_text(encoding="utf-8"))
+    assert [e["run"]["row"]["name"] for e in plan][-1] == "ATGRPO"
+    board = (output / "leaderboard.md").read_text(encoding="utf-8")
+    assert "- tldr | ATGRPO | seed 0: not run yet" in board
+    assert all(f"| {name} |" in board for name in POSTER_ROWS)

@@ -2,10 +2,12 @@
 
     collabzoo reproduce --model MODEL[,MODEL...] [--tasks TASK,...] [--rows default,LEARNER,...]
                         [--seeds 0,1] [--env-steps N] [--episodes N] [--output DIR]
-                        [--dry-run] [--ray [--ray-address ADDR]] [--quick]
+                        [--dry-run | --report] [--ray [--ray-address ADDR]] [--quick]
 
 Plans every (row, task, seed) run, trains the trained rows, benches every row and writes
 OUTPUT/leaderboard.md; finished runs are read back, so the same command resumes a cut run.
+`--report` writes the plan and the table of what has finished, running nothing: a budget that
+ends before the plan does still gets its table, with the runs left listed as not run.
 What runs is `collabzoo.bench.reproduce`.
 """
 
@@ -196,7 +198,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         if args.dry_run:
             sys.stdout.write(dry_run(runs, output, args.tokens_per_second))
             return 0
-        todo = pending_runs(runs, output)
+        pending = pending_runs(runs, output)
     except ReproduceError as error:
         raise UsageError(str(error)) from None
     output.mkdir(parents=True, exist_ok=True)
@@ -204,16 +206,21 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         json.dumps([{"folder": r.folder, "run": r.spec} for r in runs], indent=1, default=str),
         encoding="utf-8",
     )
+    todo = [] if args.report else pending
     print(
-        f"{len(runs)} runs planned, {len(runs) - len(todo)} finished already, {len(todo)} to run"
-        + (" on Ray" if args.ray else ""),
+        f"{len(runs)} runs planned, {len(runs) - len(pending)} finished already, "
+        + (
+            f"{len(pending)} not run (--report runs none)"
+            if args.report
+            else f"{len(todo)} to run" + (" on Ray" if args.ray else "")
+        ),
         flush=True,
     )
 
     def say(line: str) -> None:
         print(line, flush=True)
 
-    if args.ray:
+    if args.ray and todo:
         try:
             failures = run_on_ray(todo, output, say, args.ray_address)
         except ReproduceError as error:
@@ -319,6 +326,12 @@ def add_commands(commands: Any) -> None:
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="(%(default)s)")
     parser.add_argument(
         "--dry-run", action="store_true", help="print every planned run and its estimate"
+    )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="run nothing: write OUTPUT/plan.json and the leaderboard of the finished runs (the "
+        "others listed as not run)",
     )
     parser.add_argument(
         "--tokens-per-second",
