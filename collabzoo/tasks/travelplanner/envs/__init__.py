@@ -160,6 +160,28 @@ class TravelPlannerEnv(TextCollabEnv[TravelTask]):
         self._label = f"{path.name} (offline variant)" if offline else path.name
         return tasks
 
+    @property
+    def dataset_label(self) -> str:
+        """What the rows are, as results name them."""
+        return self._label
+
+    @property
+    def data_description(self) -> str:
+        """What the rows are, in a sentence (the docs' env card quotes it): the offline copy is
+        named as such, never as the reference's hub rows."""
+        if self._data is None:
+            return f"`{HUB_LABEL}` from the Hugging Face hub, as the reference loads it"
+        rows = self.items(ALL)
+        if not any(t.source == "offline" for t in rows):
+            return f"`{self._label}`, local rows in the hub's layout"
+        kept = len(sources.curriculum(rows))
+        train, evaluation = self.samples or sources.default_samples(kept)
+        return (
+            f"`{self._label}`: TravelPlanner's {len(rows)} train queries as chat records, their "
+            f"fields read from the query text, of which the reference's filter keeps {kept}, "
+            f"split {train} + {evaluation}; not the reference's hub rows (`{HUB_LABEL}`)"
+        )
+
     def _item_id(self, item: TravelTask) -> str:
         return item.task_id
 
