@@ -287,7 +287,16 @@ def test_oracle_and_naive_play_and_the_metrics_reach_the_leaderboard(data_file: 
     assert good_metrics["delivery"] == 1.0 and bad_metrics["delivery"] == 0.0
     assert good_metrics["commonsense_micro"] == 1.0 and good_metrics["final_pass"] == 1.0
     spec = collabzoo.envs.task_spec("travelplanner")
-    assert [c.value(good_metrics) for c in spec.columns.columns] == [100.0] * 4
+    assert [c.metric for c in spec.columns.columns] == [
+        "delivery",
+        "commonsense_micro",
+        "commonsense_macro",
+        "hard_micro",
+        "hard_macro",
+        "final_pass",
+    ], "the benchmark's rates, micro and macro, are the leaderboard's columns"
+    assert [c.value(good_metrics) for c in spec.columns.columns] == [100.0] * 6
+    assert [c.value(bad_metrics) for c in spec.columns.columns] == [0.0] * 6
 
 
 def test_reset_options_copies_and_render(data_file: Path) -> None:
