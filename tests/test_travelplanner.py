@@ -411,6 +411,37 @@ def test_bad_data_is_a_clear_error(tmp_path: Path, data_file: Path) -> None:
         TravelPlannerEnv(data=str(data_file), capacity="half")
 
 
+def test_a_data_folder_plays_its_query_file_and_says_what_it_is(
+    tmp_path: Path, travel_data: Path, data_file: Path
+) -> None:
+    """The benchmark's data folder also holds train_ref_info.jsonl (reference tables, no query):
+    a folder plays its one file of query rows, as that file would, and the env says it is the
+    offline copy, not the reference's hub rows."""
+    assert (travel_data / "train_ref_info.jsonl").is_file()
+    from_folder = collabzoo.make("travelplanner", data=str(travel_data), split="eval")
+    from_file = collabzoo.make("travelplanner", data=str(data_file), split="eval")
+    for split in ("train", "eval", "all"):
+        assert [t.task_id for t in from_folder.items(split)] == [
+            t.task_id for t in from_file.items(split)
+        ]
+    assert from_folder.dataset_label == "std_travelplanner.jsonl (offline variant)"
+    described = from_folder.data_description
+    assert "45 train queries" in described and "keeps 20, split 16 + 4" in described
+    assert "not the reference's hub rows" in described
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    (tables / "train_ref_info.jsonl").symlink_to(travel_data / "train_ref_info.jsonl")
+    (tables / "README.md").write_text("not rows")
+    with pytest.raises(ValueError, match=r"no file of query rows \(train_ref_info.jsonl \(no q"):
+        collabzoo.make("travelplanner", data=str(tables))
+    both = tmp_path / "both"
+    both.mkdir()
+    for name in ("a.jsonl", "b.jsonl"):
+        (both / name).symlink_to(data_file)
+    with pytest.raises(ValueError, match=r"several files of query rows \(a.jsonl, b.jsonl\)"):
+        collabzoo.make("travelplanner", data=str(both))
+
+
 def test_the_hub_out_of_reach_fails_at_make_in_one_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HTTP", "http"))}
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"), PYTHONPATH=str(REPOSITORY))

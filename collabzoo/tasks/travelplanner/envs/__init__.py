@@ -22,7 +22,7 @@ from collabzoo.envs.hub import (
     offline_variable,
     one_line,
 )
-from collabzoo.envs.records import ALL, hub_dataset_id, load_records
+from collabzoo.envs.records import ALL, hub_dataset_id
 from collabzoo.envs.text_env import TextCollabEnv, TurnResult, check_choice
 from collabzoo.tasks.travelplanner import rewards as rules
 from collabzoo.tasks.travelplanner.envs import data as sources
@@ -151,13 +151,13 @@ class TravelPlannerEnv(TextCollabEnv[TravelTask]):
             return sources.tasks_from_records(records, source)
         path = Path(self._data).expanduser()
         try:
-            records = load_records(path)
+            file, records = sources.query_records(path)
         except (ValueError, OSError) as error:
             kind = FileNotFoundError if isinstance(error, FileNotFoundError) else type(error)
             raise kind(f"{TITLE}: {error}; expected {sources.RECORD_FORMAT}") from None
-        tasks = sources.tasks_from_records(records, str(path))
+        tasks = sources.tasks_from_records(records, str(file))
         offline = any(t.source == "offline" for t in tasks)
-        self._label = f"{path.name} (offline variant)" if offline else path.name
+        self._label = f"{file.name} (offline variant)" if offline else file.name
         return tasks
 
     @property
