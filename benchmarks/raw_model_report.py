@@ -285,12 +285,29 @@ def estimate(cell: dict[str, Any], digits: int, always: bool) -> str:
 
 def score(row: dict[str, Any]) -> str:
     """The task's columns; one defined in no episode (StrBuild's Adj of an empty wall) says how
-    many episodes defined it."""
+    many episodes defined it. A column about a subset of episodes (a BFCL category) shows only
+    where the run has such episodes, with how many; a column the results file predates (its
+    summary has no such cell, and the file keeps no episodes to recompute it from) reads "–
+    (not in this file)", never a value."""
     parts = []
-    for column in task_columns(row["env"]).columns:
-        cell = row["summary"][column.name]
-        if cell["mean"] is None or (isinstance(cell["mean"], float) and math.isnan(cell["mean"])):
-            episodes = row["summary"]["episodes"]
+    episodes = row["summary"]["episodes"]
+    columns = task_columns(row["env"]).columns
+    unrecorded = [c.name for c in columns if c.subset and c.name not in row["summary"]]
+    for column in columns:
+        cell = row["summary"].get(column.name)
+        if cell is None:
+            if not column.subset:
+                parts.append(f"{column.name} – (not in this file)")
+            elif column.name == unrecorded[0]:  # the subsets' columns, named once
+                parts.append(f"{' / '.join(unrecorded)} – (not in this file)")
+            continue
+        if column.subset and not cell["n"]:
+            continue
+        if column.subset and cell["n"] != episodes:
+            parts.append(
+                f"{column.name} {estimate(cell, 1, always=False)} ({cell['n']} of {episodes})"
+            )
+        elif cell["mean"] is None or (isinstance(cell["mean"], float) and math.isnan(cell["mean"])):
             parts.append(f"{column.name} – ({cell['n']} of {episodes} defined)")
         else:
             parts.append(f"{column.name} {estimate(cell, 1, always=False)}")

@@ -457,6 +457,58 @@ def test_the_oracle_splits_the_answers_and_beats_naive(
     assert sum(ast) / len(ast) > 0.97 and at_best / len(rewards) > 0.7
 
 
+def test_the_leaderboard_shows_ast_match_per_category_over_its_own_episodes(
+    bfcl_data: Path, tmp_path: Path
+) -> None:
+    """BFCL reports AST match per category. A run over two parallel rows (the oracle misses
+    parallel_116: its three gold calls differ only in case, which the reference's lower-cased
+    de-duplication collapses) and two parallel_multiple ones: each category's
+    column is the mean over its own episodes (50 and 100, not 25 with the others as 0), says
+    over how many, and the categories the run did not play are not shown."""
+    from collabzoo.bench import BenchRun, parse_team, run_bench
+    from collabzoo.bench.leaderboard import leaderboard, render_markdown
+    from collabzoo.tasks.bfcl.envs.data import MULTITURN_CATEGORIES
+    from collabzoo.tasks.bfcl.family import MULTITURN_STEPS
+    from collabzoo.tasks.bfcl.family import NATIVE_CATEGORIES as DECLARED
+    from tests.bench_tables import parse_tables
+
+    assert DECLARED == NATIVE_CATEGORIES, "a column for every category the env knows"
+    assert tuple(f"multi_turn_{s}_step" for s in MULTITURN_STEPS) == MULTITURN_CATEGORIES
+    source = collabzoo.make("bfcl", data=bfcl_data, split="all")
+    by_id = {r.row_id: r.record for r in source.items()}
+    chosen = ["parallel_116", "parallel_1", "parallel_multiple_0", "parallel_multiple_1"]
+    data = tmp_path / "mixed.jsonl"
+    data.write_text("".join(json.dumps(by_id[i]) + "\n" for i in chosen), encoding="utf-8")
+    run = BenchRun(
+        "bfcl", parse_team("scripted:oracle"), split="all", env_kwargs={"data": str(data)}
+    )
+    document = run_bench(run, tmp_path / "runs", progress=False).document
+    finals = {e["task_id"]: e["final_metrics"] for e in document["episodes"]}
+    assert [finals[i]["ast_match"] for i in chosen] == [0.0, 1.0, 1.0, 1.0]
+    summary = document["summary"]
+    assert summary["AST match"]["mean"] == pytest.approx(75.0)
+    assert (summary["AST parallel"]["mean"], summary["AST parallel"]["n"]) == (50.0, 2)
+    assert (summary["AST parallel_multiple"]["mean"], summary["AST parallel_multiple"]["n"]) == (
+        100.0,
+        2,
+    )
+    assert summary["AST live_parallel"]["n"] == 0
+    ((_, columns, _),) = leaderboard([document], published=False)
+    assert [c.name for c in columns.columns] == [
+        "AST match",
+        "Exact",
+        "AST parallel",
+        "AST parallel_multiple",
+    ]
+    (row,) = parse_tables(render_markdown([document], published=False))["BFCL"]
+    assert row["AST parallel %"] == "50.0 ± 635.3 (2 of 4 episodes)"
+    assert (
+        row["AST parallel_multiple %"].startswith("100.0")
+        and "(2 of 4 episodes)" in row["AST parallel_multiple %"]
+    )
+    assert row["AST match %"].startswith("75.0") and "episodes" not in row["AST match %"]
+
+
 def test_the_oracle_follows_the_role_mode(bfcl_data: Path) -> None:
     env = collabzoo.make("bfcl", data=bfcl_data, role_mode="odd_even")
     oracle = scripted_team("bfcl", "oracle", env)

@@ -407,6 +407,27 @@ def test_every_registered_env_has_a_complete_card(site: Path) -> None:
         assert f'href="{entry.short_name}/"' in index, f"{entry.id} is not in the catalogue"
 
 
+def test_offline_data_is_named_as_such_on_its_card(site: Path) -> None:
+    """BFCL and TravelPlanner play offline builds of the benchmark's own files here, not the
+    reference's hub sets: their cards say so (the env's own description), and BFCL's carries
+    its reward's reference quirks as the other cards do."""
+    cards = {
+        name: (site / "envs" / name / "index.html").read_text()
+        for name in ("bfcl", "bfclmultiturn", "travelplanner")
+    }
+    for name, html in cards.items():
+        splits = html.split(">Splits and data<", 1)[1].split("</p>", 1)[0]
+        assert "a local copy of" not in splits, f"{name}'s card calls its data the hub's"
+        assert "not the reference" in splits, f"{name}'s card does not name its data offline"
+    assert "offline split, not OpenMLRL" in cards["bfcl"]
+    assert "the first 80% train and the last 20% eval" in cards["bfcl"]
+    assert "multi-turn steps base, long_context, miss_func, miss_param" in cards["bfclmultiturn"]
+    assert "45 train queries" in cards["travelplanner"]
+    assert "offline variant" in cards["travelplanner"]
+    for name in ("bfcl", "bfclmultiturn"):
+        assert "Reference quirks kept" in cards[name] and "lower-cased keys" in cards[name]
+
+
 def test_every_public_name_has_an_api_entry(site: Path) -> None:
     anchors = set()
     for page in (site / "reference").rglob("*.html"):

@@ -287,7 +287,16 @@ def test_oracle_and_naive_play_and_the_metrics_reach_the_leaderboard(data_file: 
     assert good_metrics["delivery"] == 1.0 and bad_metrics["delivery"] == 0.0
     assert good_metrics["commonsense_micro"] == 1.0 and good_metrics["final_pass"] == 1.0
     spec = collabzoo.envs.task_spec("travelplanner")
-    assert [c.value(good_metrics) for c in spec.columns.columns] == [100.0] * 4
+    assert [c.metric for c in spec.columns.columns] == [
+        "delivery",
+        "commonsense_micro",
+        "commonsense_macro",
+        "hard_micro",
+        "hard_macro",
+        "final_pass",
+    ], "the benchmark's rates, micro and macro, are the leaderboard's columns"
+    assert [c.value(good_metrics) for c in spec.columns.columns] == [100.0] * 6
+    assert [c.value(bad_metrics) for c in spec.columns.columns] == [0.0] * 6
 
 
 def test_reset_options_copies_and_render(data_file: Path) -> None:
@@ -400,6 +409,37 @@ def test_bad_data_is_a_clear_error(tmp_path: Path, data_file: Path) -> None:
         collabzoo.make("travelplanner", data=str(no_budget))
     with pytest.raises(ValueError, match="capacity must be one of"):
         TravelPlannerEnv(data=str(data_file), capacity="half")
+
+
+def test_a_data_folder_plays_its_query_file_and_says_what_it_is(
+    tmp_path: Path, travel_data: Path, data_file: Path
+) -> None:
+    """The benchmark's data folder also holds train_ref_info.jsonl (reference tables, no query):
+    a folder plays its one file of query rows, as that file would, and the env says it is the
+    offline copy, not the reference's hub rows."""
+    assert (travel_data / "train_ref_info.jsonl").is_file()
+    from_folder = collabzoo.make("travelplanner", data=str(travel_data), split="eval")
+    from_file = collabzoo.make("travelplanner", data=str(data_file), split="eval")
+    for split in ("train", "eval", "all"):
+        assert [t.task_id for t in from_folder.items(split)] == [
+            t.task_id for t in from_file.items(split)
+        ]
+    assert from_folder.dataset_label == "std_travelplanner.jsonl (offline variant)"
+    described = from_folder.data_description
+    assert "45 train queries" in described and "keeps 20, split 16 + 4" in described
+    assert "not the reference's hub rows" in described
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    (tables / "train_ref_info.jsonl").symlink_to(travel_data / "train_ref_info.jsonl")
+    (tables / "README.md").write_text("not rows")
+    with pytest.raises(ValueError, match=r"no file of query rows \(train_ref_info.jsonl \(no q"):
+        collabzoo.make("travelplanner", data=str(tables))
+    both = tmp_path / "both"
+    both.mkdir()
+    for name in ("a.jsonl", "b.jsonl"):
+        (both / name).symlink_to(data_file)
+    with pytest.raises(ValueError, match=r"several files of query rows \(a.jsonl, b.jsonl\)"):
+        collabzoo.make("travelplanner", data=str(both))
 
 
 def test_the_hub_out_of_reach_fails_at_make_in_one_line(tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ Score = `score` (writing), Pass = `pass` (code), Adj = `adjacency` and IoU = `io
 HP = `hp` and IoU = `iou` (HouseBuild). StrBuild's Adj is undefined for a build with no two
 touching blocks (an empty wall): the reference's reward counts it as 0, its best value, but the
 column leaves such episodes out of its mean and says how many it kept, so an empty wall never
-reads as perfect. An env that declares no columns gets one, Reward %: the last turn's team
-reward over the env's `max_reward`.
+reads as perfect. A column about a subset of episodes (`Column.subset`: BFCL's AST match of
+one category, a metric only that category's episodes report) is averaged over that subset
+alone, and a table shows only the subsets its runs played. An env that declares no columns gets
+one, Reward %: the last turn's team reward over the env's `max_reward`.
 """
 
 from __future__ import annotations

@@ -46,7 +46,8 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
     defined: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Score column -> (episodes where it is defined, episodes), for columns undefined in some
-    (StrBuild's Adj on a wall with no touching blocks)."""
+    (StrBuild's Adj on a wall with no touching blocks) or about a subset of them (BFCL's AST
+    match of one category)."""
 
 
 def find_results(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[dict], list[str]]:
@@ -102,7 +103,8 @@ def _local_row(document: dict[str, Any], columns: TaskColumns) -> Row:
         half = (high - low) / 2 if low is not None and high is not None else math.nan
         cells[name] = (math.nan if mean is None else float(mean), half)
         kept = entry.get("n")
-        if any(c.name == name and c.defined_by for c in columns.columns) and kept != done:
+        partial = any(c.name == name and (c.defined_by or c.subset) for c in columns.columns)
+        if partial and kept != done:
             defined[name] = (int(kept or 0), int(done))
     episodes = str(done)
     if planned and done != planned:
@@ -166,8 +168,20 @@ def leaderboard(
         rows = [_local_row(d, columns) for d in runs]
         if published:
             rows += _published_rows(task)
-        tables.append((task, columns, rows))
+        tables.append((task, present_columns(columns, rows), rows))
     return tables
+
+
+def present_columns(columns: TaskColumns, rows: Sequence[Row]) -> TaskColumns:
+    """The task's columns less those about a subset of episodes (`Column.subset`, e.g. a BFCL
+    category) that no row has a value for: the categories the runs played, not every one the
+    env knows."""
+    kept = tuple(
+        c
+        for c in columns.columns
+        if not c.subset or any(math.isfinite(r.cells.get(c.name, (math.nan,))[0]) for r in rows)
+    )
+    return TaskColumns(columns.title, kept, columns.plotted)
 
 
 def _number(value: float, digits: int) -> str:
@@ -219,7 +233,8 @@ def row_cells(row: Row, columns: TaskColumns) -> list[str]:
         cell = _cell(mean, half, _digits(name, mean, row.published))
         if name in row.defined:
             kept, done = row.defined[name]
-            cell += f" ({kept} of {done} defined)"
+            about = next((c.subset for c in columns.columns if c.name == name), "")
+            cell += f" ({kept} of {done} {'episodes' if about else 'defined'})"
         values.append(cell)
     return [row.method, row.protocol, row.data, row.split, row.episodes, *values]
 

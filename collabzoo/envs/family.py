@@ -39,6 +39,11 @@ class Column:
     """A metric that must be positive for this one to mean anything (e.g. StrBuild's Adj needs
     touching blocks): where it is 0 the episode's value is NaN, left out of the mean, and the
     leaderboard says over how many episodes the column was defined."""
+    subset: str = ""
+    """The episodes the metric is about, for a metric only they report (e.g. "parallel rows"
+    for BFCL's `ast_match_parallel`): the others have no value, so the mean is over the subset
+    alone, never with the others counted as 0; the leaderboard says over how many of the run's
+    episodes, and leaves the column out of a table where no row has any."""
 
     def value(self, final_metrics: Mapping[str, Any]) -> float:
         if self.defined_by is not None:

@@ -108,6 +108,16 @@ def data_kwargs(entry: EnvEntry, env_class: type) -> tuple[dict[str, Any], str]:
     return {}, "the tasks that ship with the package"
 
 
+def env_data_note(env: Any, fallback: str) -> str:
+    """The env's own sentence on the rows it plays (`data_description`), where it has one: an
+    offline build or a partial copy is not the hub dataset, whatever folder it was read from."""
+    try:
+        described = getattr(env, "data_description", None)
+    except Exception:  # the tasks did not load: the splits section says so
+        return fallback
+    return described if isinstance(described, str) and described else fallback
+
+
 def example_kwargs(entry: EnvEntry, env_class: type) -> tuple[dict[str, Any], str]:
     """Constructor arguments for the card's env, and a sentence on the data it plays."""
     kwargs: dict[str, Any] = {"render_mode": "ansi"}
@@ -359,6 +369,7 @@ def build_card(entry: EnvEntry) -> str:
             + "\n".join(f"| `{n}` | {code_cell(v)} |" for n, v in module_constants(module)),
         ]
     required_by = entry if data_required() else None
+    data_note = env_data_note(env, data_note)
     splits = splits_section(env, data_note, data_file(entry, env_class), required_by)
     parts += ["## Splits and data", splits]
     parts += ["## Published scores", published_section(entry)]

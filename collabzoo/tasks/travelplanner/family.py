@@ -19,7 +19,9 @@ FAMILY = TaskFamily(
                 (
                     Column("Delivery", "delivery"),
                     Column("Commonsense (micro)", "commonsense_micro"),
+                    Column("Commonsense (macro)", "commonsense_macro"),
                     Column("Hard (micro)", "hard_micro"),
+                    Column("Hard (macro)", "hard_macro"),
                     Column("Final pass", "final_pass"),
                 ),
                 plotted="Final pass",

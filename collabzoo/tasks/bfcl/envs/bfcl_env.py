@@ -216,6 +216,27 @@ class BFCLEnv(TextCollabEnv[BFCLRow]):
             return sources.offline_label(self.categories)
         return path.name if path.exists() else str(self._data)
 
+    @property
+    def data_description(self) -> str:
+        """What the rows are, in a sentence (the docs' env card quotes it): an offline build is
+        named as one, never as the reference's hub set."""
+        label = self.dataset_label
+        if self._data is None:
+            return f"`{label}` from the Hugging Face hub, the reference's slices"
+        path = Path(self._data).expanduser()
+        if sources.is_bfcl_source(path):
+            return (
+                f"`{label}`, built offline from BFCL's own question files ({self._offline_split}"
+                f"), not the reference's hub set `{self.hub_id}`, whose split is not public"
+            )
+        if sources.local_split_rows(path, self.hub_splits["train"]) is not None:
+            return f"`{label}`, a local copy laid out as the hub set `{self.hub_id}`"
+        return f"`{label}`, local rows in the hub's form (the last 20% eval)"
+
+    @property
+    def _offline_split(self) -> str:
+        return "per category, in file order, the first 80% train and the last 20% eval"
+
     def _load_items(self, split: str) -> Sequence[BFCLRow]:
         if split == ALL:
             items = [*self.items("train"), *self.items("eval")]
@@ -394,6 +415,13 @@ class BFCLMultiTurnEnv(BFCLEnv):
 
     def _build_offline(self, path: Path) -> dict[str, list[dict]]:
         return sources.multiturn_source_rows(path, self.categories, self.min_calls)
+
+    @property
+    def _offline_split(self) -> str:
+        return (
+            "per category, by trajectory, the first 80% train and the last 20% eval; the steps "
+            f"with at least {self.min_calls} gold calls"
+        )
 
     def _score(self, answers: Sequence[str]) -> CallScore:
         return score_multiturn(answers, self.item.task, self.rules)  # type: ignore[union-attr,arg-type]

@@ -1,5 +1,16 @@
 """BFCL's pure scoring: the agents' answers and a row's schemas and possible answers in, a reward
-with named components and BFCL's AST match out."""
+with named components and BFCL's AST match out (`native` for BFCL-v0, `multiturn` for
+BFCLMultiTurn-v0).
+
+Reference quirks kept: a gold accepted value that is itself a list (`multiples: [[3, 5]]`) offers
+its items, never the list (87 of the 400 parallel rows have one); BFCL's optional-parameter marker
+`""` is an accepted value like any other, so leaving the parameter out loses its credit; calls are
+de-duplicated on lower-cased keys, so calls that differ only in case collapse and a gold that
+repeats an identical call cannot be matched in full. Multi-turn only: ordered credit needs agent
+0's calls first in the gold order, and a step with one gold call cannot reach the maximum (one
+agent is lazy, or the two overlap); its AST metric is this suite's ordered match (BFCL scores
+multi-turn by execution).
+"""
 
 from collabzoo.tasks.bfcl.rewards.ast_match import AstVerdict, ast_match, ordered_ast_match
 from collabzoo.tasks.bfcl.rewards.matching import CallTask, GoldCall, gold_calls, similarity

@@ -22,7 +22,7 @@ from collabzoo.envs.hub import (
     offline_variable,
     one_line,
 )
-from collabzoo.envs.records import ALL, hub_dataset_id, load_records
+from collabzoo.envs.records import ALL, hub_dataset_id
 from collabzoo.envs.text_env import TextCollabEnv, TurnResult, check_choice
 from collabzoo.tasks.travelplanner import rewards as rules
 from collabzoo.tasks.travelplanner.envs import data as sources
@@ -151,14 +151,36 @@ class TravelPlannerEnv(TextCollabEnv[TravelTask]):
             return sources.tasks_from_records(records, source)
         path = Path(self._data).expanduser()
         try:
-            records = load_records(path)
+            file, records = sources.query_records(path)
         except (ValueError, OSError) as error:
             kind = FileNotFoundError if isinstance(error, FileNotFoundError) else type(error)
             raise kind(f"{TITLE}: {error}; expected {sources.RECORD_FORMAT}") from None
-        tasks = sources.tasks_from_records(records, str(path))
+        tasks = sources.tasks_from_records(records, str(file))
         offline = any(t.source == "offline" for t in tasks)
-        self._label = f"{path.name} (offline variant)" if offline else path.name
+        self._label = f"{file.name} (offline variant)" if offline else file.name
         return tasks
+
+    @property
+    def dataset_label(self) -> str:
+        """What the rows are, as results name them."""
+        return self._label
+
+    @property
+    def data_description(self) -> str:
+        """What the rows are, in a sentence (the docs' env card quotes it): the offline copy is
+        named as such, never as the reference's hub rows."""
+        if self._data is None:
+            return f"`{HUB_LABEL}` from the Hugging Face hub, as the reference loads it"
+        rows = self.items(ALL)
+        if not any(t.source == "offline" for t in rows):
+            return f"`{self._label}`, local rows in the hub's layout"
+        kept = len(sources.curriculum(rows))
+        train, evaluation = self.samples or sources.default_samples(kept)
+        return (
+            f"`{self._label}`: TravelPlanner's {len(rows)} train queries as chat records, their "
+            f"fields read from the query text, of which the reference's filter keeps {kept}, "
+            f"split {train} + {evaluation}; not the reference's hub rows (`{HUB_LABEL}`)"
+        )
 
     def _item_id(self, item: TravelTask) -> str:
         return item.task_id

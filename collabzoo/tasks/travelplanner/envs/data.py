@@ -17,8 +17,10 @@ import json
 import random
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from collabzoo.envs.records import FILE_SUFFIXES, load_records, read_file
 from collabzoo.tasks.travelplanner.rewards import TravelTask
 from collabzoo.tasks.travelplanner.rewards.catalog import literal_records
 from collabzoo.tasks.travelplanner.rewards.task import CONSTRAINT_KEYS
@@ -325,6 +327,43 @@ def tasks_from_records(
         else:
             tasks.append(_task_from_hub_row(record, index, source, split))
     return tasks
+
+
+def is_query_row(record: Any) -> bool:
+    """A hub-layout row (it has `query`) or a chat record (`messages`): what a task is made of.
+    The benchmark's `*_ref_info.jsonl` rows (tables of reference information) are neither."""
+    return isinstance(record, Mapping) and ("query" in record or "messages" in record)
+
+
+def query_records(path: Path) -> tuple[Path, list[dict[str, Any]]]:
+    """The query rows at `path` and the file they are in. A folder (such as the benchmark's data
+    folder, which also holds `train_ref_info.jsonl`) gives its one file of query rows; files of
+    other rows are passed over, and none or several such files is an error naming them."""
+    if not path.is_dir():
+        return path, load_records(path)
+    found: list[tuple[Path, list[dict[str, Any]]]] = []
+    passed: list[str] = []
+    for file in sorted(p for p in path.iterdir() if p.is_file()):
+        if not file.name.lower().endswith(FILE_SUFFIXES):
+            continue
+        try:
+            records = read_file(file)
+        except ValueError as error:
+            passed.append(f"{file.name} ({error})")
+            continue
+        if records and is_query_row(records[0]):
+            found.append((file, records))
+        else:
+            passed.append(f"{file.name} (no query rows)")
+    if len(found) == 1:
+        return found[0]
+    if found:
+        names = ", ".join(f.name for f, _ in found)
+        raise ValueError(
+            f"{path}: several files of query rows ({names}); pass the one to play as data"
+        )
+    seen = "; ".join(passed) or f"no {' / '.join(FILE_SUFFIXES)} files"
+    raise ValueError(f"{path}: no file of query rows ({seen})")
 
 
 SHORTEST = 80
