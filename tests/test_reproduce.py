@@ -558,3 +558,22 @@ def test_report_writes_the_table_of_what_finished_and_runs_nothing(
     board = (output / "leaderboard.md").read_text(encoding="utf-8")
     assert "- tldr | ATGRPO | seed 0: not run yet" in board
     assert all(f"| {name} |" in board for name in POSTER_ROWS)
+
+
+def test_a_learner_scoped_setting_reaches_that_learners_rows_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--set LEARNER:FIELD=VALUE`: one learner's rows get it (read by its own config), the
+    others stay as they were; an unknown learner or field is refused in one line."""
+    output = tmp_path / "scoped"
+    shared = ["reproduce", "--quick", "--output", str(output), "--rows", "magrpo,madpo-iter"]
+    assert main([*shared, "--set", "madpo-iter:generation_batch_size=3", "--report"]) == 0
+    plan = json.loads((output / "plan.json").read_text(encoding="utf-8"))
+    configs = {e["run"]["row"]["name"]: e["run"]["train"]["config"] for e in plan}
+    assert configs["MADPO-ITER"]["generation_batch_size"] == 3
+    assert "generation_batch_size" not in configs["MAGRPO"]
+    capsys.readouterr()
+    assert main([*shared, "--dry-run", "--set", "nosuch:seed=1"]) == 2
+    assert "no learner 'nosuch'" in capsys.readouterr().err
+    assert main([*shared, "--dry-run", "--set", "madpo-iter:generation_batch=1"]) == 2
+    assert "did you mean generation_batch_size" in capsys.readouterr().err

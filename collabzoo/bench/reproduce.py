@@ -226,6 +226,10 @@ class Settings:
     """By task: constructor arguments (data=..., horizon=...)."""
     learner_settings: dict[str, Any] = field(default_factory=dict)
     """More learner config fields, for every learner that has them."""
+    learner_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """By learner key: more config fields for that learner's rows only, over `learner_settings`
+    (e.g. a smaller `generation_batch_size` for the learner whose many candidates would not
+    fit in memory, leaving every other row as it was)."""
     cpus: int = 1
     """Per run: CPU threads (and a Ray task's num_cpus)."""
     gpus: float = 0.0
@@ -332,7 +336,7 @@ def _run_spec(
                 f"(known: {', '.join(sorted(table))})"
             )
         config_class = table[row.learner][0]
-        config = _learner_config(config_class, settings, seed, updates=0, output="")
+        config = _learner_config(config_class, settings, seed, row.learner)
         per_update = steps_per_update(config, spec["horizon"])
         updates = max(1, math.ceil(settings.env_steps / per_update))
         spec["train"] = {
@@ -340,15 +344,18 @@ def _run_spec(
             "env_steps": settings.env_steps,
             "steps_per_update": per_update,
             "updates": updates,
-            "config": _learner_fields(config_class, settings, seed),
+            "config": _learner_fields(config_class, settings, seed, row.learner),
         }
     return spec
 
 
-def _learner_fields(config_class: type, settings: Settings, seed: int) -> dict[str, Any]:
+def _learner_fields(
+    config_class: type, settings: Settings, seed: int, learner: str
+) -> dict[str, Any]:
     """The config fields a reproduction sets: the shared sampling and learning rate (on every
     policy and critic `*learning_rate` field the learner has; a learned reward model's keeps
-    its own), the seed, then `learner_settings`. Checkpoints as the learner's own
+    its own), the seed, then `learner_settings`, then this learner's own
+    `learner_overrides`. Checkpoints as the learner's own
     `save_steps` says, so a run cut in training resumes from its last one."""
     fields = config_class.__dataclass_fields__
     values: dict[str, Any] = {
@@ -363,13 +370,14 @@ def _learner_fields(config_class: type, settings: Settings, seed: int) -> dict[s
     rates = [n for n in fields if n.endswith("learning_rate") and not n.startswith("reward")]
     values.update(dict.fromkeys(rates, settings.learning_rate))
     values.update({k: v for k, v in settings.learner_settings.items() if k in fields})
+    values.update(settings.learner_overrides.get(learner, {}))
     return {k: v for k, v in values.items() if k in fields}
 
 
-def _learner_config(config_class: type, settings: Settings, seed: int, updates: int, output: str):
-    values = _learner_fields(config_class, settings, seed)
+def _learner_config(config_class: type, settings: Settings, seed: int, learner: str):
+    values = _learner_fields(config_class, settings, seed, learner)
     try:
-        return config_class(**values, max_updates=updates, output_dir=output)
+        return config_class(**values, max_updates=0, output_dir="")
     except (TypeError, ValueError) as error:
         raise ReproduceError(f"{config_class.__name__}: {error}") from None
 

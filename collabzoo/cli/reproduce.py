@@ -27,6 +27,7 @@ from collabzoo.bench.reproduce import (
     ReproduceError,
     Settings,
     dry_run,
+    learner_table,
     pending_runs,
     plan,
     poster_tasks,
@@ -154,7 +155,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         rows = resolve_rows(_listed(args.rows, "--rows"))
     except ReproduceError as error:
         raise UsageError(str(error)) from None
-    learner_settings = _learner_settings(args.set)
+    learner_settings, learner_overrides = _learner_settings(args.set)
     top_k = given("top_k")
     return Settings(
         models=models,
@@ -173,6 +174,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         learning_rate=given("learning_rate"),
         env_kwargs=env_kwargs,
         learner_settings=learner_settings,
+        learner_overrides=learner_overrides,
         cpus=args.cpus,
         gpus=args.gpus,
         device=args.device,
@@ -181,13 +183,37 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
-def _learner_settings(pairs: list[str]) -> dict[str, Any]:
-    """--set FIELD=VALUE, read by the type the field has in the learners' shared config."""
-    if not pairs:
-        return {}
-    from collabzoo.algos.learners.config import LearnerConfig
+def _learner_settings(pairs: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """--set FIELD=VALUE, read by the type the field has in the learners' shared config, and
+    --set LEARNER:FIELD=VALUE, read by that learner's own config (its rows only)."""
+    shared = [p for p in pairs if ":" not in p.partition("=")[0]]
+    scoped: dict[str, list[str]] = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        if ":" in key:
+            learner, _, name = key.partition(":")
+            scoped.setdefault(learner.strip().lower(), []).append(f"{name.strip()}={value}")
+    settings: dict[str, Any] = {}
+    if shared:
+        from collabzoo.algos.learners.config import LearnerConfig
 
-    return config_settings(LearnerConfig, pairs, "rollout_buffer_size=4")
+        settings = config_settings(LearnerConfig, shared, "rollout_buffer_size=4")
+    overrides: dict[str, dict[str, Any]] = {}
+    if scoped:
+        try:
+            table = learner_table()
+        except ReproduceError as error:
+            raise UsageError(str(error)) from None
+        for learner, own in scoped.items():
+            if learner not in table:
+                raise UsageError(
+                    f"--set {learner}:...: no learner {learner!r}; registered: "
+                    f"{', '.join(sorted(table))}"
+                )
+            overrides[learner] = config_settings(
+                table[learner][0], own, f"{learner}:generation_batch_size=32"
+            )
+    return settings, overrides
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -309,9 +335,10 @@ def add_commands(commands: Any) -> None:
         "--set",
         action="append",
         default=[],
-        metavar="FIELD=VALUE",
+        metavar="[LEARNER:]FIELD=VALUE",
         help="a field every learner's config shares, for every trained row (e.g. "
-        "rollout_buffer_size=4); repeatable",
+        "rollout_buffer_size=4), or with LEARNER: a field of that learner's config for its rows "
+        "only (e.g. madpo-iter:generation_batch_size=32); repeatable",
     )
     parser.add_argument(
         "--data", action="append", default=[], metavar="TASK=SOURCE", help="a task's data"
