@@ -15,6 +15,7 @@ above, so a pooled column of a fixed number of checks reads exactly as a plain m
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -88,8 +89,10 @@ def t_cdf(t: float, df: int) -> float:
     return 1.0 - tail if t > 0 else tail
 
 
+@functools.cache
 def t_quantile(p: float, df: int) -> float:
-    """The p-quantile of Student's t (bisection on the CDF; p in (0.5, 1))."""
+    """The p-quantile of Student's t (bisection on the CDF; p in (0.5, 1)); cached, as a run's
+    progress line recomputes its summary after every episode."""
     if not 0.5 < p < 1.0 or df < 1:
         raise ValueError(f"t_quantile needs 0.5 < p < 1 and df >= 1, got p={p}, df={df}")
     low, high = 0.0, 1.0
