@@ -288,7 +288,10 @@ def score(row: dict[str, Any]) -> str:
     many episodes defined it. A column about a subset of episodes (a BFCL category) shows only
     where the run has such episodes, with how many; a column the results file predates (its
     summary has no such cell, and the file keeps no episodes to recompute it from) reads "–
-    (not in this file)", never a value."""
+    (not in this file)", never a value. A pooled column (`Column.pooled_over`, a micro rate)
+    whose stored cell predates pooling (no `pooled_over` in it) is shown only over one episode,
+    where the mean of the episodes' rates is the pooled rate; over more it reads "– (not pooled
+    in this file)"."""
     parts = []
     episodes = row["summary"]["episodes"]
     columns = task_columns(row["env"]).columns
@@ -302,6 +305,9 @@ def score(row: dict[str, Any]) -> str:
                 parts.append(f"{' / '.join(unrecorded)} – (not in this file)")
             continue
         if column.subset and not cell["n"]:
+            continue
+        if column.pooled_over is not None and "pooled_over" not in cell and cell["n"] > 1:
+            parts.append(f"{column.name} – (not pooled in this file)")
             continue
         if column.subset and cell["n"] != episodes:
             parts.append(

@@ -4,6 +4,7 @@ results files, the leaderboard a user reads, re-scoring from a file, and bad inp
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -15,8 +16,9 @@ import collabzoo
 from collabzoo.bench import BenchRun, parse_team, read_results, run_bench
 from collabzoo.bench.published import PUBLISHED
 from collabzoo.bench.rescore import rescore
-from collabzoo.bench.stats import mean_ci, t_quantile
+from collabzoo.bench.stats import mean_ci, pooled_ci, t_quantile
 from collabzoo.cli import main
+from collabzoo.envs.family import Column
 from tests.bench_tables import mean_of, parse_tables
 from tests.optional import require_module
 
@@ -318,6 +320,26 @@ def test_interval_math() -> None:
     half = 2.7764 * (2.5**0.5) / 5**0.5
     assert estimate.mean == 3.0 and estimate.half_width == pytest.approx(half, abs=1e-3)
     assert mean_ci([7.0]).n == 1 and mean_ci([]).n == 0
+
+
+def test_pooled_interval_math() -> None:
+    """A pooled column is all passes over all checks, with the ratio estimator's interval
+    (worked by hand: rates 1, 1/2, 0 over 1, 2, 4 checks pool to 2/7, residuals y - R d of
+    5/7, 3/7, -8/7, SE² = 2 / (3 · 2 · (7/3)²) = 3/49); equal checks give the plain mean's
+    numbers exactly, and episodes without checks or a rate are left out."""
+    estimate = pooled_ci([1.0, 0.5, 0.0, math.nan, 0.3], [1.0, 2.0, 4.0, 3.0, math.nan])
+    assert (estimate.mean, estimate.n) == (pytest.approx(2 / 7), 3)
+    assert estimate.half_width == pytest.approx(4.302653 * 3**0.5 / 7, rel=1e-6)
+    rates = [0.25, 0.5, 1.0, 0.0]
+    assert pooled_ci(rates, [8.0] * 4) == mean_ci(rates)
+    assert pooled_ci([0.5], [3.0]).n == 1 and pooled_ci([], []).n == 0
+    column = Column("Micro", "micro", pooled_over="checks")
+    assert column.value({"micro": 0.5, "checks": 2}) == 50.0 and column.weight({"checks": 2}) == 2
+    assert math.isnan(column.value({"micro": 0.5, "checks": 0}))
+    assert math.isnan(column.value({"micro": 0.5})), "no checks recorded: no rate to pool"
+    assert Column("Micro", "micro", pooled_over=8).weight({}) == 8.0
+    with pytest.raises(ValueError, match="pooled_over must be a metric's name or a positive"):
+        Column("Micro", "micro", pooled_over=0)
 
 
 # ----- bad input ---------------------------------------------------------------------------

@@ -240,6 +240,25 @@ def test_a_planted_wrong_number_fails(table: Table, tmp_path: Path) -> None:
         check(planted[0])
 
 
+def test_a_micro_rate_the_file_did_not_pool_is_not_shown() -> None:
+    """TravelPlanner's micro columns are rates pooled over checks (`Column.pooled_over`); the
+    five-task file's cells predate that and it keeps no episodes. Over one episode a stored
+    mean is the pooled rate; over more it is a mean of rates that the file cannot turn into the
+    pooled one, so the round's table says so instead of showing it."""
+    report = script("raw_model_report")
+    results = json.loads(
+        (REPOSITORY / "benchmarks/results/raw_model_five_tasks.json").read_text(encoding="utf-8")
+    )
+    row = next(r for r in results["rows"] if r["env"] == "travelplanner")
+    assert row["summary"]["Hard (micro)"]["n"] == 1 and "Hard (micro) 0.0" in report.score(row)
+    cell = {"mean": 50.0, "ci95": [10.0, 90.0], "n": 2}
+    unpooled = {**row, "summary": {**row["summary"], "episodes": 2, "Hard (micro)": cell}}
+    assert "Hard (micro) – (not pooled in this file)" in report.score(unpooled)
+    pooled_cell = {**cell, "pooled_over": "hard_applicable", "checks": 3.0}
+    pooled = {**unpooled, "summary": {**unpooled["summary"], "Hard (micro)": pooled_cell}}
+    assert "Hard (micro) 50.0 ± 40.0" in report.score(pooled)
+
+
 def test_the_checker_finds_the_tables_and_their_markers(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     text = (

@@ -299,6 +299,67 @@ def test_oracle_and_naive_play_and_the_metrics_reach_the_leaderboard(data_file: 
     assert [c.value(bad_metrics) for c in spec.columns.columns] == [0.0] * 6
 
 
+def test_the_leaderboards_micro_rates_are_the_benchmarks_pooled_rates(
+    data_file: Path, tasks: dict, generator, tmp_path: Path
+) -> None:
+    """The benchmark pools a micro rate over the split (all passes over all checks), and so do
+    the leaderboard's micro columns. The eval split's queries count 1, 2, 1 and 2 hard
+    constraints; the teams pass them in patterns whose per-query mean is another number: over
+    budget everywhere (0 of 1, 1 of 2: pooled 2/6, mean 1/4), and the annotated plan on the
+    medium queries with the naive team's on the easy ones (pooled 4/6, mean 1/2)."""
+    from collabzoo.bench import BenchRun, run_bench
+    from collabzoo.bench.leaderboard import leaderboard, render_markdown
+    from collabzoo.bench.teams import PolicyTeam
+    from collabzoo.tasks.travelplanner.family import COMMONSENSE
+    from tests.bench_tables import parse_tables
+
+    assert len(benchmark.COMMONSENSE) == COMMONSENSE, "the commonsense column's checks per query"
+    kwargs = {"data": str(data_file), "capacity": "role"}
+    played = collabzoo.make("travelplanner", **kwargs).items("eval")
+    assert [t.level for t in played] == ["easy", "medium", "easy", "medium"]
+
+    def team(label: str, recipe_of: dict[str, dict]) -> PolicyTeam:
+        answers = {t.query: generator.answers_for(t, recipe_of[t.level]) for t in played}
+
+        def policy(observation: str) -> str:
+            (pair,) = [pair for query, pair in answers.items() if query in observation]
+            return pair[teams.observed_agent(observation)]
+
+        return PolicyTeam(label, policy)
+
+    over_budget = {"plan": "expensive_lodging", "seed": 0}
+    runs = {
+        "over-budget": {"easy": over_budget, "medium": over_budget},
+        "medium-only": {"easy": {"answer": "all_dash", "seed": 0}, "medium": {}},
+    }
+    documents, expected = [], {}
+    for label, recipes in runs.items():
+        run = BenchRun("travelplanner", team(label, recipes), split="eval", env_kwargs=kwargs)
+        document = run_bench(run, tmp_path, progress=False).document
+        finals = [e["final_metrics"] for e in document["episodes"]]
+        assert [f["hard_applicable"] for f in finals] == [1.0, 2.0, 1.0, 2.0]
+        pooled = benchmark.pooled_rates(finals)
+        mean = sum(f["hard_micro"] for f in finals) / len(finals)
+        assert abs(pooled["hard_micro"] - mean) > 0.05, "a case where the two differ"
+        cell = document["summary"]["Hard (micro)"]
+        assert (cell["pooled_over"], cell["checks"], cell["n"]) == ("hard_applicable", 6.0, 4)
+        documents.append(document)
+        expected[label] = pooled
+    assert expected["over-budget"]["hard_micro"] == pytest.approx(2 / 6)
+    assert expected["medium-only"]["hard_micro"] == pytest.approx(4 / 6)
+    ((_, _, rows),) = leaderboard(documents, published=False)
+    for row in rows:
+        pooled = expected[row.method]
+        assert row.cells["Hard (micro)"][0] == pytest.approx(100 * pooled["hard_micro"])
+        commonsense = row.cells["Commonsense (micro)"][0]
+        assert commonsense == pytest.approx(100 * pooled["commonsense_micro"])
+    markdown = render_markdown(documents, published=False)
+    assert "Hard (micro): hard_applicable per episode" in markdown, "the table says it pools"
+    table = parse_tables(markdown)["TravelPlanner"]
+    shown = {r["Method"]: r["Hard (micro) %"].split(" ± ")[0] for r in table}
+    assert shown == {"over-budget": "33.3", "medium-only": "66.7"}
+
+
 def test_reset_options_copies_and_render(data_file: Path) -> None:
     env = collabzoo.make("travelplanner", data=str(data_file), render_mode="ansi")
     _, infos = env.reset(seed=0, options={"task": "travelplanner-train-8", "split": "eval"})

@@ -103,7 +103,10 @@ def _local_row(document: dict[str, Any], columns: TaskColumns) -> Row:
         half = (high - low) / 2 if low is not None and high is not None else math.nan
         cells[name] = (math.nan if mean is None else float(mean), half)
         kept = entry.get("n")
-        partial = any(c.name == name and (c.defined_by or c.subset) for c in columns.columns)
+        partial = any(
+            c.name == name and (c.defined_by or c.subset or c.pooled_over is not None)
+            for c in columns.columns
+        )
         if partial and kept != done:
             defined[name] = (int(kept or 0), int(done))
     episodes = str(done)
@@ -182,6 +185,23 @@ def present_columns(columns: TaskColumns, rows: Sequence[Row]) -> TaskColumns:
         if not c.subset or any(math.isfinite(r.cells.get(c.name, (math.nan,))[0]) for r in rows)
     )
     return TaskColumns(columns.title, kept, columns.plotted)
+
+
+def pooled_note(columns: TaskColumns) -> str:
+    """What a table's pooled columns (`Column.pooled_over`) are, in a line; "" if none."""
+    parts = []
+    for column in columns.columns:
+        checks = column.pooled_over
+        if checks is not None:
+            counted = checks if isinstance(checks, str) else f"{checks:g} checks"
+            parts.append(f"{column.name}: {counted} per episode")
+    if not parts:
+        return ""
+    return (
+        "Pooled over the run's checks, as the benchmark reports a micro rate (all passes over "
+        f"all checks, not a mean of the episodes' rates; {'; '.join(parts)}), with the ratio "
+        "estimator's 95% interval."
+    )
 
 
 def _number(value: float, digits: int) -> str:
@@ -263,6 +283,9 @@ def render_markdown(
         ]
     for task, columns, rows in tables:
         lines += [f"## {columns.title}", "", *markdown_table(rows, columns)]
+        pooled = pooled_note(columns)
+        if pooled:
+            lines += ["", pooled]
         if published and task in published_models() and published_table().get(task):
             lines += ["", f"Published models: {published_models()[task]}."]
         lines.append("")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from collabzoo.bench.columns import COST, TIME, task_columns
-from collabzoo.bench.stats import mean_ci
+from collabzoo.bench.stats import mean_ci, pooled_ci
 
 FORMAT = "collabzoo-bench/1"
 FLUSH_SECONDS = 2.0
@@ -176,16 +176,34 @@ def episode_scores(document: Mapping[str, Any], episode: Mapping[str, Any]) -> d
 
 
 def summarize(document: Mapping[str, Any]) -> dict[str, Any]:
-    """Mean and 95% interval of every column over the finished episodes."""
+    """Mean and 95% interval of every column over the finished episodes; a pooled column
+    (`Column.pooled_over`) is its rate pooled over them instead (`stats.pooled_ci`), and its
+    cell says what it was pooled over and the checks it counted."""
     episodes = document.get("episodes", [])
     per_episode = [episode_scores(document, e) for e in episodes]
     names = list(dict.fromkeys(name for values in per_episode for name in values))
+    env = document.get("env", {})
+    pooled = {
+        c.name: c
+        for c in task_columns(env.get("name", ""), env.get("title")).columns
+        if c.pooled_over is not None
+    }
     summary: dict[str, Any] = {
         "episodes": len(episodes),
         "episodes_planned": document.get("episodes_planned"),
     }
     for name in names or [TIME, COST]:
-        summary[name] = mean_ci(v.get(name, math.nan) for v in per_episode).as_dict()
+        values = [v.get(name, math.nan) for v in per_episode]
+        column = pooled.get(name)
+        if column is None:
+            summary[name] = mean_ci(values).as_dict()
+            continue
+        checks = [column.weight(e.get("final_metrics") or {}) for e in episodes]
+        summary[name] = {
+            **pooled_ci(values, checks).as_dict(),
+            "pooled_over": column.pooled_over,
+            "checks": math.fsum(d for v, d in zip(values, checks, strict=True) if math.isfinite(v)),
+        }
     rewards = [e.get("final_reward") for e in episodes]
     summary["final_reward"] = mean_ci(r for r in rewards if r is not None).as_dict()
     return summary

@@ -33,10 +33,10 @@ from collabzoo.bench.results import (
     FORMAT,
     ResultsError,
     ResultsFile,
-    episode_scores,
     hardware,
     now,
     software_versions,
+    summarize,
 )
 from collabzoo.bench.teams import NoScriptedTeam, Team, slug
 from collabzoo.envs import declared, make, resolve
@@ -270,14 +270,10 @@ class Progress:
 
 
 def _running_means(results: ResultsFile, shown: list[str]) -> dict[str, float]:
-    sums: dict[str, list[float]] = {name: [] for name in shown}
-    for episode in results.episodes:
-        values = episode_scores(results.document, episode)
-        for name in shown:
-            value = values.get(name, math.nan)
-            if math.isfinite(value):
-                sums[name].append(value)
-    return {k: math.fsum(v) / len(v) if v else math.nan for k, v in sums.items()}
+    """The shown columns' means so far, as the summary computes them (a pooled column pooled)."""
+    summary = summarize({**results.document, "episodes": results.episodes})
+    means = {name: (summary.get(name) or {}).get("mean") for name in shown}
+    return {name: math.nan if mean is None else float(mean) for name, mean in means.items()}
 
 
 def task_sandbox(short_name: str, factory: Callable[..., Any] | None = None) -> Any:

@@ -5,10 +5,17 @@ mean ± t(0.975, n - 1) · s / sqrt(n). The t-interval rather than the normal ap
 because eval splits are small (2 to 32 episodes), where z = 1.96 would overstate the precision.
 For pass/fail columns this is the Wald interval, which collapses to a point at 0% or 100%; one
 episode gives no interval at all.
+
+A pooled column (`Column.pooled_over`: a micro rate, passes over checks summed over the run) is
+the ratio R = sum(y_i) / sum(d_i) of the episodes' passes y_i and checks d_i. Its interval is the
+ratio estimator's linearised (delta-method) one, R ± t(0.975, n - 1) · SE with
+SE² = sum((y_i - R d_i)²) / (n (n - 1) mean(d)²): with every d_i equal it is the t-interval
+above, so a pooled column of a fixed number of checks reads exactly as a plain mean.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -82,8 +89,10 @@ def t_cdf(t: float, df: int) -> float:
     return 1.0 - tail if t > 0 else tail
 
 
+@functools.cache
 def t_quantile(p: float, df: int) -> float:
-    """The p-quantile of Student's t (bisection on the CDF; p in (0.5, 1))."""
+    """The p-quantile of Student's t (bisection on the CDF; p in (0.5, 1)); cached, as a run's
+    progress line recomputes its summary after every episode."""
     if not 0.5 < p < 1.0 or df < 1:
         raise ValueError(f"t_quantile needs 0.5 < p < 1 and df >= 1, got p={p}, df={df}")
     low, high = 0.0, 1.0
@@ -112,3 +121,24 @@ def mean_ci(values: Iterable[float]) -> Estimate:
     variance = math.fsum((v - mean) ** 2 for v in kept) / (n - 1)
     half = t_quantile(0.5 + CONFIDENCE / 2, n - 1) * math.sqrt(variance / n)
     return Estimate(mean, mean - half, mean + half, n)
+
+
+def pooled_ci(rates: Iterable[float], checks: Iterable[float]) -> Estimate:
+    """The rate pooled over episodes, sum(rate_i · d_i) / sum(d_i) for episodes of rate_i over
+    d_i checks, and its 95% interval (the ratio estimator's, see above). Episodes whose rate or
+    checks are not finite, or with no checks, are left out; equal checks give `mean_ci`'s
+    numbers exactly."""
+    kept = [
+        (float(r), float(d))
+        for r, d in zip(rates, checks, strict=True)
+        if r is not None and d is not None and math.isfinite(r) and math.isfinite(d) and d > 0
+    ]
+    if len({d for _, d in kept}) <= 1:
+        return mean_ci(r for r, _ in kept)
+    n = len(kept)
+    total = math.fsum(d for _, d in kept)
+    pooled = math.fsum(r * d for r, d in kept) / total
+    residuals = math.fsum((d * (r - pooled)) ** 2 for r, d in kept)
+    error = math.sqrt(residuals / (n * (n - 1))) / (total / n)
+    half = t_quantile(0.5 + CONFIDENCE / 2, n - 1) * error
+    return Estimate(pooled, pooled - half, pooled + half, n)

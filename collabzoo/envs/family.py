@@ -26,7 +26,7 @@ Policy = Callable[[str], str]
 @dataclass(frozen=True)
 class Column:
     """One score column of the leaderboard: which metric of the last turn, shown as a
-    percentage."""
+    percentage, and how its episodes combine (a mean over them, or a pooled rate)."""
 
     name: str
     metric: str
@@ -44,6 +44,37 @@ class Column:
     for BFCL's `ast_match_parallel`): the others have no value, so the mean is over the subset
     alone, never with the others counted as 0; the leaderboard says over how many of the run's
     episodes, and leaves the column out of a table where no row has any."""
+    pooled_over: str | float | None = None
+    """For a rate of checks (passed / checked in each episode): the episode's number of checks,
+    a metric's name (TravelPlanner's `hard_applicable`) or a number every episode shares (its 8
+    commonsense checks). The column is then the rate pooled over the run, as a benchmark reports
+    a micro rate: all passes over all checks, i.e. the mean of the episodes' rates weighted by
+    their checks, not a mean that weighs a query of one check like one of four. An episode with
+    no checks (or no such metric) has no rate and is left out."""
+
+    def __post_init__(self) -> None:
+        checks = self.pooled_over
+        if checks is None or isinstance(checks, str):
+            return
+        if isinstance(checks, bool) or not isinstance(checks, (int, float)) or not checks > 0:
+            raise ValueError(
+                f"column {self.name!r}: pooled_over must be a metric's name or a positive "
+                f"number of checks per episode, got {checks!r}"
+            )
+
+    def weight(self, final_metrics: Mapping[str, Any]) -> float:
+        """The episode's weight in the column's mean: its checks for a pooled column (NaN where
+        it has none), else 1."""
+        if self.pooled_over is None:
+            return 1.0
+        raw = (
+            final_metrics.get(self.pooled_over)
+            if isinstance(self.pooled_over, str)
+            else self.pooled_over
+        )
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            return math.nan
+        return float(raw) if math.isfinite(raw) and raw > 0 else math.nan
 
     def value(self, final_metrics: Mapping[str, Any]) -> float:
         if self.defined_by is not None:
@@ -52,6 +83,8 @@ class Column:
                 return math.nan
         raw = final_metrics.get(self.metric)
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            return math.nan
+        if not math.isfinite(self.weight(final_metrics)):
             return math.nan
         return float(raw) * self.scale
 

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from collabzoo.envs.family import Column, TaskColumns, TaskFamily, TaskSpec
 
+COMMONSENSE = 8
+"""The benchmark's commonsense checks per query (`rewards.benchmark.COMMONSENSE`; a test holds
+the two equal). Its micro rates are pooled over a split's checks, as `benchmark.pooled_rates`
+does: the commonsense rate over 8 per query (a plain mean, every query having 8), the hard one
+over each query's `hard_applicable` constraints, which differ by level."""
+
 FAMILY = TaskFamily(
     name="travelplanner",
     tasks=(
@@ -18,9 +24,9 @@ FAMILY = TaskFamily(
                 "TravelPlanner",
                 (
                     Column("Delivery", "delivery"),
-                    Column("Commonsense (micro)", "commonsense_micro"),
+                    Column("Commonsense (micro)", "commonsense_micro", pooled_over=COMMONSENSE),
                     Column("Commonsense (macro)", "commonsense_macro"),
-                    Column("Hard (micro)", "hard_micro"),
+                    Column("Hard (micro)", "hard_micro", pooled_over="hard_applicable"),
                     Column("Hard (macro)", "hard_macro"),
                     Column("Final pass", "final_pass"),
                 ),
