@@ -383,11 +383,17 @@ def _call_spans(text: str, names: Iterable[str]) -> list[str]:
     return spans
 
 
+def _plain(text: str, order: ParameterOrder) -> list[ToolCall] | None:
+    """The text's calls where it is plain (see `plain_calls`): what `ast` reads, without it."""
+    plain = plain_calls(python_words(text), order)
+    return None if plain is None else [make_call(name, arguments) for name, arguments in plain]
+
+
 def _read_python(text: str, order: ParameterOrder) -> tuple[list[ToolCall], list[Rejection]]:
-    if text:  # most answers are plain calls: read without compiling, as ast would read them
-        plain = plain_calls(python_words(text), order)
-        if plain is not None:
-            return [make_call(name, arguments) for name, arguments in plain], []
+    # Most answers, and most call spans in prose, are plain calls: read without compiling.
+    plain = _plain(text, order) if text else None
+    if plain is not None:
+        return plain, []
     rejected: list[Rejection] = []
     heads = [text] if text else []
     if text and not text.startswith("["):
@@ -401,15 +407,19 @@ def _read_python(text: str, order: ParameterOrder) -> tuple[list[ToolCall], list
             rejected.clear()
     spans = _call_spans(text, order)
     for index, span in enumerate(spans):
-        tree = _parse(span)
-        if tree is None:
-            continue
-        calls = _calls_in(tree, order, rejected)
+        calls = _plain(span, order)
+        if calls is None:
+            tree = _parse(span)
+            if tree is None:
+                continue
+            calls = _calls_in(tree, order, rejected)
         if calls:
             for other in dict.fromkeys(spans[:index] + spans[index + 1 :]):
                 if other in span:
                     continue
-                readable = other in spans[index + 1 :] and _parse(other) is not None
+                readable = other in spans[index + 1 :] and (
+                    plain_calls(python_words(other), order) is not None or _parse(other) is not None
+                )
                 reason = (
                     "not read: the answer is not Python as a whole, and only its first "
                     "readable call is read"
