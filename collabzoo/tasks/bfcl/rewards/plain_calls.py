@@ -9,10 +9,11 @@ text holds anything outside that plain form, and then the parser reads it with `
 What counts as plain, chosen so that Python reads it exactly so: ASCII names that are not Python
 keywords (other names are NFKC-normalised or rejected by Python), dotted call names, quoted
 strings without backslashes or line breaks (no prefixes, no implicit concatenation), decimal
-numbers (no underscores, no leading zeros in integers), optionally negated, True/False/None,
-lists and dicts of these (dict keys scalars), keyword arguments after positional ones, positional
-arguments no more than the schema's parameters, top-level calls one a line from the first column
-(or one list of calls), and brackets nested at most `MAX_DEPTH` deep. Anything else returns None.
+numbers starting with a digit (no underscores, no leading zeros in integers), optionally
+negated, True/False/None, lists and dicts of these (dict keys scalars), keyword arguments after
+positional ones, positional arguments no more than the schema's parameters, top-level calls one
+a line from the first column (or one list of calls), and brackets nested at most `MAX_DEPTH`
+deep. Anything else returns None.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ _TOKEN = re.compile(
         [()\[\]{},:=.\-]                            # punctuation
       | [A-Za-z_][A-Za-z0-9_]*                      # an ASCII name
       | '[^'\\\n\r\x00]*' | "[^"\\\n\r\x00]*"       # a string without escapes
-      | (?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?     # a decimal number
+      | \d+(?:\.\d*)?(?:[eE][+-]?\d+)?              # a decimal number (`.5` is "." and 5)
       | \n[ \t]*                                    # a line break and the next line's indent
       | .                                           # anything else: not plain
     )""",
@@ -202,10 +203,8 @@ def _separator(tokens: list[str], i: int, closing: str) -> int:
 
 
 def _number(token: str) -> int | float:
-    if token[0] == ".":
-        if len(token) == 1:
-            raise _NotPlain
-        return float(token)
+    if token == ".":
+        raise _NotPlain  # `.5` (punctuation, then 5): left to ast
     if "." in token or "e" in token or "E" in token:
         return float(token)
     if token[0] == "0" and token.strip("0"):
