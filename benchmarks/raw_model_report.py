@@ -128,6 +128,7 @@ def _reasons_resourcegathering(parsed: dict[str, Any]) -> list[str]:
 
 READERS = {
     "bfcl": _reasons_bfcl,
+    "bfclmultiturn": _reasons_bfcl,
     "classeval": _reasons_classeval,
     "travelplanner": _reasons_travelplanner,
     "bridgebuild": _reasons_bridgebuild,
@@ -139,7 +140,7 @@ read, each with its particulars blanked; [] when everything in it was read."""
 
 def _read_something(name: str, parsed: dict[str, Any]) -> bool:
     """Whether anything of the answer reached the game or the scorer."""
-    if name == "bfcl":
+    if name in ("bfcl", "bfclmultiturn"):
         return bool(parsed["calls"])
     if name == "classeval":
         return bool(parsed["accepted"])

@@ -20,6 +20,7 @@ import pytest
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 import collabzoo
+from collabzoo.bench.protocols import make_protocol
 from collabzoo.envs.scripted_teams import scripted_team
 from collabzoo.tasks.bfcl.envs.data import NATIVE_CATEGORIES, offline_label
 from collabzoo.tasks.bfcl.envs.prompts import ROLE_MODES, multiturn_prompt, native_prompt
@@ -521,6 +522,22 @@ def test_the_oracle_follows_the_role_mode(bfcl_data: Path) -> None:
     assert observations["caller"].startswith("You are a single function-calling agent.")
     _, reward, *_ = solo.step(scripted_team("bfcl", "oracle", solo)(observations))
     assert reward["caller"] == pytest.approx(NATIVE_MAX), "one agent, the whole answer"
+
+
+@pytest.mark.parametrize("name", ["bfcl", "bfclmultiturn"])
+def test_the_single_protocol_plays_the_references_one_agent_baseline(
+    bfcl_data: Path, name: str
+) -> None:
+    """Both variants take `single_agent` in their signature, where the bench's `single` protocol
+    looks for it, so it plays the reference's baseline prompt (one caller), not the two roles'
+    prompts joined (the multi-turn env once hid it behind **kwargs: 13,000-token prompts)."""
+    env_class = type(collabzoo.make(name, data=bfcl_data))
+    kwargs = make_protocol("single").env_kwargs(env_class)
+    assert kwargs == {"single_agent": True}
+    solo = collabzoo.make(name, data=bfcl_data, **kwargs)
+    observations, _ = solo.reset(seed=0)
+    assert list(observations) == ["caller"]
+    assert observations["caller"].startswith("You are a single function-calling agent")
 
 
 def test_reward_options_change_only_what_they_name(rows: dict) -> None:

@@ -1,16 +1,18 @@
-"""Scores right on what a real model writes to ClassEval's, BFCL's and TravelPlanner's own
-prompts: every pair of tests/data/real_output_task_conformance.json (SmolLM2-135M-Instruct's
-answers at each task's reference sampling; made by benchmarks/real_output_task_conformance.py,
-whose docstring says how) earns from collabzoo the reward the reference's own code gave it, and
-the reward the bench recorded when the answers were played.
+"""Scores right on what a real model writes to ClassEval's, BFCL's (native and multi-turn) and
+TravelPlanner's own prompts: every pair of tests/data/real_output_task_conformance.json
+(SmolLM2-135M-Instruct's answers at each task's reference sampling; made by
+benchmarks/real_output_task_conformance.py, whose docstring says how) earns from collabzoo the
+reward the reference's own code gave it, and the reward the bench recorded when the answers were
+played.
 
 BFCL: the reward and every term the reference reports, within 1e-6, from the reference's
-`score_native_parallel_response`. ClassEval: the merged program (by hash), the methods built,
-the three levels, the test counts and the reward, from the reference's `CE_reward`, the tests
-run in collabzoo's sandbox (tasks whose tests depend on the machine, third-party modules or the
-clock, are compared on their static parts only, as in tests/test_classeval.py). TravelPlanner:
-the reward, every term, the kept details, the merged plan and each agent's parser error codes,
-from the reference's `score_single_turn_response`.
+`score_native_parallel_response` (native) and `score_multiturn_flat_response` (multi-turn).
+ClassEval: the merged program (by hash), the methods built, the three levels, the test counts
+and the reward, from the reference's `CE_reward`, the tests run in collabzoo's sandbox (tasks
+whose tests depend on the machine, third-party modules or the clock, are compared on their
+static parts only, as in tests/test_classeval.py). TravelPlanner: the reward, every term, the
+kept details, the merged plan and each agent's parser error codes, from the reference's
+`score_single_turn_response`.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from typing import Any
 import pytest
 
 import collabzoo
+from collabzoo.rewards.breakdown import RewardBreakdown
 from collabzoo.tasks.bfcl.envs.data import NATIVE_CATEGORIES
-from collabzoo.tasks.bfcl.rewards import NativeRules, score_native
+from collabzoo.tasks.bfcl.rewards import MultiTurnRules, NativeRules, score_multiturn, score_native
 from collabzoo.tasks.classeval import rewards as rules
 from collabzoo.tasks.classeval.rewards import harness
 from collabzoo.tasks.travelplanner.envs.data import tasks_from_records
@@ -46,14 +49,16 @@ def test_the_set_is_real_answers_on_the_three_tasks() -> None:
     """Real SmolLM2 answers (not generated pairs) to the envs' own prompts, two answers per
     pair, every ClassEval episode with both its turns, each agent's own prompt (`parallel`)
     answered on BFCL and ClassEval."""
-    for name in ("bfcl", "classeval", "travelplanner"):
+    for name in ("bfcl", "bfclmultiturn", "classeval", "travelplanner"):
         runs = SET["runs"][name]
         assert runs and all(r["model"] == "hf:smollm2-135m-instruct" for r in runs), name
         assert all(len(c["answers"]) == 2 for c in SET[name]), name
     for name in ("bfcl", "classeval"):
         assert any(c["protocol"] == "parallel" for c in SET[name]), name
-    assert {c["protocol"] for c in SET["bfcl"]} == {"parallel"}, "single is another reward"
+    for name in ("bfcl", "bfclmultiturn"):
+        assert {c["protocol"] for c in SET[name]} == {"parallel"}, "single is another reward"
     assert len(SET["bfcl"]) >= 4 and len(SET["classeval"]) >= 4 and SET["travelplanner"]
+    assert len(SET["bfclmultiturn"]) >= 2
     turns = Counter((c["protocol"], c["episode"]) for c in SET["classeval"])
     assert set(turns.values()) == {2}, "ClassEval's two turns per episode"
 
@@ -65,17 +70,42 @@ def bfcl_rows(shared_data: Path) -> dict[str, Any]:
     return {item.row_id: item for item in env.items("all")}
 
 
+def _bfcl_mismatches(case: dict[str, Any], breakdown: RewardBreakdown, values: list) -> list:
+    """The reward and each term the reference reported that ours misses, and the bench's."""
+    wrong = []
+    ours = [breakdown.total, *(breakdown.metrics.get(k) for k in values[1:])]
+    for name, want, got in zip(values, case["reference"], ours, strict=True):
+        if want is not None and (got is None or abs(got - want) > TOLERANCE):
+            wrong.append((case["id"], name, want, got))
+    if abs(case["env_reward"] - breakdown.total) > TOLERANCE:
+        wrong.append((case["id"], "the bench's recorded reward", breakdown.total))
+    return wrong
+
+
 def test_bfcl_rewards_and_terms_equal_the_reference(bfcl_rows: dict[str, Any]) -> None:
     wrong = []
     for case in SET["bfcl"]:
         outcome = score_native(case["answers"], bfcl_rows[case["id"]].task, NativeRules())
-        breakdown = outcome.breakdown
-        ours = [breakdown.total, *(breakdown.metrics.get(k) for k in VALUES[1:])]
-        for name, want, got in zip(VALUES, case["reference"], ours, strict=True):
-            if want is not None and (got is None or abs(got - want) > TOLERANCE):
-                wrong.append((case["id"], name, want, got))
-        if abs(case["env_reward"] - breakdown.total) > TOLERANCE:
-            wrong.append((case["id"], "the bench's recorded reward", breakdown.total))
+        wrong += _bfcl_mismatches(case, outcome.breakdown, VALUES)
+    assert not wrong, wrong
+
+
+def test_bfcl_multiturn_rewards_and_terms_equal_the_reference(shared_data: Path) -> None:
+    """The multi-turn (flat) pairs against the reference's `score_multiturn_flat_response`: the
+    order-sensitive terms (alignment, prefix) included; the self-duplicate terms are native's."""
+    data = require(shared_data / "bfcl", "the BFCL v4 data files")
+    values = SET["reference"]["bfclmultiturn"]["values"]
+    builds: dict[str, dict[str, Any]] = {}
+    wrong = []
+    for case in SET["bfclmultiturn"]:
+        options = case.get("env_kwargs", {})
+        key = json.dumps(options, sort_keys=True)
+        if key not in builds:
+            env = collabzoo.make("bfclmultiturn", data=data, **options)
+            builds[key] = {item.row_id: item for item in env.items("all")}
+        task = builds[key][case["id"]].task
+        outcome = score_multiturn(case["answers"], task, MultiTurnRules())
+        wrong += _bfcl_mismatches(case, outcome.breakdown, values)
     assert not wrong, wrong
 
 

@@ -382,6 +382,8 @@ class BFCLMultiTurnEnv(BFCLEnv):
     Args:
         min_calls: an offline build keeps the steps with at least this many gold calls (2: the
             hub set is the parallel one; which steps it kept is not public).
+        single_agent: BFCLEnv's; named here so that the bench's `single` protocol, which looks
+            for it in the signature, plays the reference's single-agent baseline prompt.
         kwargs: BFCLEnv's arguments, `categories` of the four `multi_turn_*_step` categories
             (all by default); no `self_duplicate_mode`: the multi-turn reward has no such term.
     """
@@ -395,11 +397,17 @@ class BFCLMultiTurnEnv(BFCLEnv):
     default_categories = sources.MULTITURN_CATEGORIES
     default_hub_splits = sources.MULTITURN_HUB_SPLITS
 
-    def __init__(self, *, min_calls: int = sources.DEFAULT_MIN_CALLS, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        min_calls: int = sources.DEFAULT_MIN_CALLS,
+        single_agent: bool = False,
+        **kwargs: Any,
+    ) -> None:
         if isinstance(min_calls, bool) or not isinstance(min_calls, int) or min_calls < 1:
             raise ValueError(f"min_calls must be a positive int, got {min_calls!r}")
         self.min_calls = min_calls
-        super().__init__(**kwargs)
+        super().__init__(single_agent=single_agent, **kwargs)
 
     def _rules(
         self, self_duplicate_mode: str, string_arguments: str, weights: Mapping[str, float]

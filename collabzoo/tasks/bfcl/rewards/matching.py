@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from operator import itemgetter
 from typing import Any
 
 from collabzoo.tasks.bfcl.rewards.parsing import ToolCall, canonical_value, parameter_order
@@ -102,6 +103,7 @@ def similarity(call: ToolCall, gold: GoldCall) -> tuple[float, bool]:
     return float(base), matched == size and extra == 0
 
 
+_SCORE_THEN_EXACT = itemgetter(0, 1)
 Table = list[list[tuple[float, bool]]]
 """similarity(call i, gold j) for every pair: `table[i][j]`."""
 
@@ -132,7 +134,7 @@ def greedy_match(
             for j, (score, exact) in enumerate(row):
                 if score > 0:
                     candidates.append((score, exact, i, j))
-    candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
+    candidates.sort(key=_SCORE_THEN_EXACT, reverse=True)
     used_calls: set[int] = set()
     used_gold: set[int] = set()
     total, exact_pairs, pairs = 0.0, 0, 0

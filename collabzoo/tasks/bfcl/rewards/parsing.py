@@ -25,9 +25,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from collabzoo.rewards.commands import Rejection
+from collabzoo.tasks.bfcl.rewards.plain_calls import plain_calls
 
 STRING_ARGUMENTS = ("coerce", "reject")
 """What a JSON call whose `arguments` is a string (or another non-object) becomes."""
@@ -36,7 +38,8 @@ REJECTED_TEXT_CHARS = 200
 
 _FENCED = re.compile(r"```(?:json|python|text)?\s*(.*?)```", re.S | re.I)
 _JSON_WORDS = re.compile(r"\b(true|false|null)\b", re.I)
-_PYTHON_WORDS = {"true": "True", "false": "False", "null": "None"}
+_PYTHON_WORDS = {"t": "True", "f": "False", "n": "None"}
+"""By first letter: the case-blind match may hold `ſ` for `s` (`falſe`), never another letter."""
 _SPACES = re.compile(r"\s+")
 _JSON_STARTS = frozenset('{["-0123456789tfnNI \t\n\r')
 """The characters a JSON text may begin with (`json.loads` also reads NaN and Infinity)."""
@@ -296,6 +299,17 @@ def _call(node: ast.Call, order: ParameterOrder, rejected: list[Rejection]) -> T
     return make_call(name, arguments)
 
 
+def python_words(text: str) -> str:
+    """The text with JSON's `true`/`false`/`null` rewritten as Python's, everywhere (inside strings
+    too), as the reference does; the regular expression runs only where one of them may appear
+    (in ASCII text, where its case-blind match is `lower()`'s; elsewhere `ſ` matches `s`)."""
+    if text.isascii():
+        lowered = text.lower()
+        if "true" not in lowered and "false" not in lowered and "null" not in lowered:
+            return text
+    return _JSON_WORDS.sub(lambda m: _PYTHON_WORDS[m.group(1)[0].lower()], text)
+
+
 def _parse(candidate: str) -> ast.AST | None:
     """The candidate as the reference parses it: as an expression, else as statements.
 
@@ -304,7 +318,7 @@ def _parse(candidate: str) -> ast.AST | None:
     with a space), and statements other than one expression are no expression. Of one
     expression statement, only a list or a tuple reads differently as an expression, and only
     then is the text parsed again as one."""
-    source = _JSON_WORDS.sub(lambda m: _PYTHON_WORDS[m.group(1).lower()], candidate)
+    source = python_words(candidate)
     try:
         tree = ast.parse(source, mode="exec")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
@@ -344,11 +358,18 @@ def _calls_in(tree: ast.AST, order: ParameterOrder, rejected: list[Rejection]) -
     return calls
 
 
+@lru_cache(maxsize=4096)
+def _call_opening(name: str) -> re.Pattern[str]:
+    """`name(` not inside a longer name; kept, as a multi-turn row's many names overflow `re`'s
+    own cache."""
+    return re.compile(rf"(?<![\w.]){re.escape(name)}\s*\(")
+
+
 def _call_spans(text: str, names: Iterable[str]) -> list[str]:
     """Every balanced `name(...)` span of the text, for each name, longest names first."""
     spans = []
     for name in sorted(set(names), key=len, reverse=True):
-        for match in re.finditer(rf"(?<![\w.]){re.escape(name)}\s*\(", text):
+        for match in _call_opening(name).finditer(text):
             depth = 0
             for index in range(match.end() - 1, len(text)):
                 char = text[index]
@@ -362,7 +383,17 @@ def _call_spans(text: str, names: Iterable[str]) -> list[str]:
     return spans
 
 
+def _plain(text: str, order: ParameterOrder) -> list[ToolCall] | None:
+    """The text's calls where it is plain (see `plain_calls`): what `ast` reads, without it."""
+    plain = plain_calls(python_words(text), order)
+    return None if plain is None else [make_call(name, arguments) for name, arguments in plain]
+
+
 def _read_python(text: str, order: ParameterOrder) -> tuple[list[ToolCall], list[Rejection]]:
+    # Most answers, and most call spans in prose, are plain calls: read without compiling.
+    plain = _plain(text, order) if text else None
+    if plain is not None:
+        return plain, []
     rejected: list[Rejection] = []
     heads = [text] if text else []
     if text and not text.startswith("["):
@@ -376,15 +407,19 @@ def _read_python(text: str, order: ParameterOrder) -> tuple[list[ToolCall], list
             rejected.clear()
     spans = _call_spans(text, order)
     for index, span in enumerate(spans):
-        tree = _parse(span)
-        if tree is None:
-            continue
-        calls = _calls_in(tree, order, rejected)
+        calls = _plain(span, order)
+        if calls is None:
+            tree = _parse(span)
+            if tree is None:
+                continue
+            calls = _calls_in(tree, order, rejected)
         if calls:
             for other in dict.fromkeys(spans[:index] + spans[index + 1 :]):
                 if other in span:
                     continue
-                readable = other in spans[index + 1 :] and _parse(other) is not None
+                readable = other in spans[index + 1 :] and (
+                    plain_calls(python_words(other), order) is not None or _parse(other) is not None
+                )
                 reason = (
                     "not read: the answer is not Python as a whole, and only its first "
                     "readable call is read"
