@@ -577,3 +577,24 @@ def test_a_learner_scoped_setting_reaches_that_learners_rows_only(
     assert "no learner 'nosuch'" in capsys.readouterr().err
     assert main([*shared, "--dry-run", "--set", "madpo-iter:generation_batch=1"]) == 2
     assert "did you mean generation_batch_size" in capsys.readouterr().err
+
+
+def test_an_online_preference_update_counts_every_candidate_it_samples() -> None:
+    """An online preference iteration steps the env once per candidate and comparator
+    candidate on each of its episodes (MARLHFIter then adds its tree updates); an offline
+    learner samples its whole set first, so a budget per update is refused, naming why."""
+    from collabzoo.algos.learners.madpo import MADPOConfig, MADPOIterConfig
+    from collabzoo.algos.learners.marlhf import MARLHFIterConfig
+    from collabzoo.bench.reproduce import steps_per_update
+
+    online = MADPOIterConfig(preference_num_items=2, preference_num_candidates=4)
+    assert steps_per_update(online, horizon=1) == 2 * (4 + 4)
+    fewer = MADPOIterConfig(
+        preference_num_items=2, preference_num_candidates=4, comparator_num_candidates=1
+    )
+    assert steps_per_update(fewer, horizon=1) == 2 * (4 + 1)
+    rlhf = MARLHFIterConfig(preference_num_items=1, preference_num_candidates=4)
+    tree = rlhf.num_train_epochs * rlhf.rollout_buffer_size * rlhf.num_generations
+    assert tree > 0 and steps_per_update(rlhf, horizon=1) == 8 + tree
+    with pytest.raises(ReproduceError, match="whole pair set before its first update"):
+        steps_per_update(MADPOConfig(), horizon=1)

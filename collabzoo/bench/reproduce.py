@@ -385,11 +385,31 @@ def _learner_config(config_class: type, settings: Settings, seed: int, learner: 
 def steps_per_update(config: Any, horizon: int) -> int:
     """Environment steps of one update at most (turns that end early step less): an actor-critic
     learner branches K ways at the first turn only (`rollout_buffer_size * K * H`); a tree
-    learner branches K ways at every turn (`rollout_buffer_size * (K + K^2 + ... + K^H)`)."""
+    learner branches K ways at every turn (`rollout_buffer_size * (K + K^2 + ... + K^H)`); an
+    online preference learner's iteration samples C candidates and C' comparator candidates on
+    each of its episodes (`preference_num_items * (C + C')`, single-turn), and MARLHFIter then
+    runs `num_train_epochs` tree updates against its reward model."""
     from collabzoo.algos.learners.actor_critic import ActorCriticConfig
+    from collabzoo.algos.learners.preference_config import (
+        OnlinePreferenceConfig,
+        PreferenceConfig,
+    )
+    from collabzoo.algos.learners.tree_learner import TreeLearnerConfig
 
     k, episodes = config.num_generations, config.rollout_buffer_size
     turns = min(horizon, config.num_turns or horizon)
+    if isinstance(config, OnlinePreferenceConfig):
+        c = config.preference_num_candidates
+        steps = config.preference_num_items * (c + (config.comparator_num_candidates or c))
+        if isinstance(config, TreeLearnerConfig):
+            steps += config.num_train_epochs * episodes * k
+        return steps
+    if isinstance(config, PreferenceConfig):
+        raise ReproduceError(
+            f"{type(config).__name__} samples its whole pair set before its first update, so "
+            "an environment-step budget per update does not apply: reproduce its online "
+            "variant (madpo-iter, marlhf-iter), or train it with `collabzoo train`"
+        )
     if isinstance(config, ActorCriticConfig):
         return episodes * k * turns
     return episodes * sum(k**depth for depth in range(1, turns + 1))
