@@ -528,7 +528,8 @@ def _train(spec: Mapping[str, Any], folder: Path) -> tuple[str, dict[str, Any]]:
     try:
         last = trainer.train()
         saved = trainer.save(output / "final")
-        steps = int(trainer.rollout.env_steps)
+        # A preference learner counts the env steps of its candidates apart from its rollout's.
+        steps = int(trainer.rollout.env_steps) + int(getattr(trainer, "preference_env_steps", 0))
     finally:
         trainer.close()
     # One agent: its own folder, which plays every role (a critic, if any, stays beside it).
