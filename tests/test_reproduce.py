@@ -598,3 +598,15 @@ def test_an_online_preference_update_counts_every_candidate_it_samples() -> None
     assert tree > 0 and steps_per_update(rlhf, horizon=1) == 8 + tree
     with pytest.raises(ReproduceError, match="whole pair set before its first update"):
         steps_per_update(MADPOConfig(), horizon=1)
+
+
+def test_a_preference_row_trains_on_its_budget_and_records_its_env_steps(tmp_path: Path) -> None:
+    """MADPOIter at the quick budget (one episode, 2 candidates and 2 comparator candidates: 4 env steps an
+    update): the run's marker records the env steps its candidates took."""
+    output = tmp_path / "pref"
+    rows = ["--rows", "madpo-iter", "--env-steps", "4"]
+    scoped = ["--set", "madpo-iter:preference_num_items=1"]
+    scoped += ["--set", "madpo-iter:preference_num_candidates=2"]
+    assert main(["reproduce", "--quick", "--output", str(output), *rows, *scoped]) == 0
+    done = json.loads(next(output.glob(f"runs/tldr/MADPO-ITER/seed-0/{DONE}")).read_text())
+    assert done["train"]["updates"] == 1 and done["train"]["env_steps"] == 4
