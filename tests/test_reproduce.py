@@ -601,8 +601,8 @@ def test_an_online_preference_update_counts_every_candidate_it_samples() -> None
 
 
 def test_a_preference_row_trains_on_its_budget_and_records_its_env_steps(tmp_path: Path) -> None:
-    """MADPOIter at the quick budget (one episode, 2 candidates and 2 comparator candidates: 4 env steps an
-    update): the run's marker records the env steps its candidates took."""
+    """MADPOIter at the quick budget (one episode, 2 candidates and 2 comparator candidates:
+    4 env steps an update): the run's marker records the env steps its candidates took."""
     output = tmp_path / "pref"
     rows = ["--rows", "madpo-iter", "--env-steps", "4"]
     scoped = ["--set", "madpo-iter:preference_num_items=1"]
