@@ -79,7 +79,9 @@ def read_folder(folder: Path) -> dict[str, Any]:
         if metrics.is_file():
             for line in metrics.read_text(encoding="utf-8").splitlines():
                 record = json.loads(line)
-                curve.append([record.get("env_steps"), record.get("mean_return")])
+                point = [record.get("env_steps"), record.get("mean_return")]
+                if None not in point:  # an update with nothing to learn (no pairs) logs neither
+                    curve.append(point)
         row["seeds"][str(run["seed"])] = {
             "episodes": summary["episodes"],
             "means": {n: (summary.get(n) or {}).get("mean") for n in names},
