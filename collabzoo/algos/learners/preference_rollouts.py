@@ -6,8 +6,9 @@ Candidates are aligned joint actions of one rollout-tree level: C samples per ag
 episode, candidate k the k-th sample of every agent, stepped in its own env copy. The comparator
 samples C' more of the same episodes: the live policy ("current"), a frozen team or the initial
 weights ("model"), or the live policy's own weights of `comparator_lag` iterations ago ("lag",
-swapped in for sampling: no second copy). A centralized comparator is one policy answering a
-tagged joint prompt (`collabzoo.joint_sections`, the joint actor's).
+swapped in for sampling: no second copy), or an HTTP completion service ("api",
+`comparator_api`). A centralized comparator is one policy (or the service) answering a tagged
+joint prompt (`collabzoo.joint_sections`, the joint actor's).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from collabzoo.algos.learners.comparator_api import ComparatorAPI
 from collabzoo.algos.learners.preference_pairs import (
     PreferencePair,
     replay_selection,
@@ -112,6 +115,14 @@ class OnlinePairs:
         self.learner = learner
         self.args = learner.args
         self.comparator_team: dict[str, Policy] | None = None
+        self.api: ComparatorAPI | None = None
+        if self.args.comparator_policy == "api":
+            if comparator is not None:
+                raise ValueError(
+                    'comparator_policy="api" answers from comparator_api_url: a comparator= '
+                    'team is for comparator_policy="model"'
+                )
+            self.api = ComparatorAPI(self.args, learner.sampling)
         if comparator is not None:
             from collabzoo.algos.policies.model_loading import team_policies
 
@@ -248,6 +259,8 @@ class OnlinePairs:
         self, roots: list[Node], iteration: int, c_prime: int, centralized: bool
     ) -> list[list[tuple[dict, dict, float] | None]]:
         learner = self.learner
+        if self.api is not None:
+            return self._api_candidates(roots, c_prime, centralized)
         state = self.comparator_state(iteration)
         live = self._team_state() if state is not None else None
         policies = self.comparator_team or learner.policies
@@ -282,30 +295,93 @@ class OnlinePairs:
     ) -> list[tuple[dict, dict, float] | None]:
         """`count` joint answers of one policy to the tagged joint prompt, split per agent and
         rewarded by the env; an answer with no tag at all is None (counted, skipped)."""
-        learner = self.learner
+        policy = policies[self._writer(root, policies)]
+        prompt = tagged_prompt([root.observations[a] for a in root.agents])
+        answers = policy.generate([prompt] * count, self.learner.sampling)
+        return self._joint_candidates(root, [answer.text for answer in answers])
+
+    def _writer(self, root: Node, agents: Sequence[str]) -> str:
+        """The agent whose policy (or, with "api", whose index) writes the joint answers."""
         writer = self.args.comparator_centralized_agent or root.agents[0]
-        if writer not in policies:
+        if writer not in agents:
             raise ValueError(
                 f"comparator_centralized_agent={writer!r} is not an agent ({root.agents})"
             )
-        policy = policies[writer]
-        prompt = tagged_prompt([root.observations[a] for a in root.agents])
-        answers = policy.generate([prompt] * count, learner.sampling)
+        return writer
+
+    def _joint_candidates(
+        self, root: Node, answers: Sequence[str]
+    ) -> list[tuple[dict, dict, float] | None]:
+        """Joint answers split into the agents' sections and rewarded; an answer without any
+        tag is None (counted in `comparator_unparsed`, skipped)."""
         out: list[tuple[dict, dict, float] | None] = []
         for answer in answers:
-            parse = parse_tagged(answer.text, len(root.agents))
+            parse = parse_tagged(answer, len(root.agents))
             if parse.unparsable:
                 self.unparsed += 1
                 out.append(None)
                 continue
-            texts = dict(zip(root.agents, parse.answers, strict=True))
-            env = learner.env_factory()
-            env.reset(seed=root.seed)
-            stepped = env.step(texts)
-            learner.preference_env_steps += 1
-            ids = {a: encode_answer(learner.policies[a], t) for a, t in texts.items()}
-            out.append((texts, ids, team_reward(stepped[1], root.agents)))
+            out.append(self._stepped(root, dict(zip(root.agents, parse.answers, strict=True))))
         return out
+
+    def _stepped(self, root: Node, texts: dict[str, str]) -> tuple[dict, dict, float]:
+        """Another writer's joint answer to a root: stepped in a fresh copy of its episode for
+        the team reward, each text re-tokenized by its agent's policy."""
+        learner = self.learner
+        env = learner.env_factory()
+        env.reset(seed=root.seed)
+        stepped = env.step(texts)
+        learner.preference_env_steps += 1
+        ids = {a: encode_answer(learner.policies[a], t) for a, t in texts.items()}
+        return texts, ids, team_reward(stepped[1], root.agents)
+
+    def _api_candidates(
+        self, roots: list[Node], count: int, centralized: bool
+    ) -> list[list[tuple[dict, dict, float] | None]]:
+        """The HTTP comparator's candidates: per episode, `count` answers to each agent's
+        prompt (decentralized; candidate k is every agent's k-th answer) or to the tagged
+        joint prompt (centralized, split as a policy's are), requests sent concurrently."""
+        assert self.api is not None
+        api = self.api
+        jobs: list[tuple[int, str | None, str, int, dict[str, Any]]] = []
+        for i, root in enumerate(roots):
+            if not root.agents:
+                continue
+            item = self._batch_item(root)
+            if centralized:
+                writer = self._writer(root, root.agents)
+                prompt = tagged_prompt([root.observations[a] for a in root.agents])
+                jobs.append((i, None, prompt, root.agents.index(writer), item))
+            else:
+                for j, agent in enumerate(root.agents):
+                    jobs.append((i, agent, str(root.observations[agent]), j, item))
+        workers = max(1, min(self.args.comparator_api_max_concurrent, len(jobs)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            answers = list(pool.map(lambda job: api.complete(job[2], count, job[3], job[4]), jobs))
+        per_root: dict[int, dict[str | None, list[str]]] = {}
+        for (i, agent, *_), texts in zip(jobs, answers, strict=True):
+            per_root.setdefault(i, {})[agent] = texts
+        out: list[list[tuple[dict, dict, float] | None]] = []
+        for i, root in enumerate(roots):
+            got = per_root.get(i, {})
+            if centralized:
+                out.append(self._joint_candidates(root, got.get(None, [])))
+                continue
+            k = min((len(texts) for texts in got.values()), default=0)
+            out.append([self._stepped(root, {a: got[a][j] for a in root.agents}) for j in range(k)])
+        return out
+
+    def _batch_item(self, root: Node) -> dict[str, Any]:
+        """What a generic request sends as `batch_item` (the reference sends its dataset row;
+        an env has none): the episode's seed, every agent's first observation and reset
+        info."""
+        env = self.learner.env_factory()
+        _, infos = env.reset(seed=root.seed)
+        return {
+            "seed": root.seed,
+            "observations": {a: str(root.observations[a]) for a in root.agents},
+            "infos": {a: infos.get(a, {}) for a in root.agents},
+        }
 
     def _matched(
         self,
