@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from tests.optional import require_module
@@ -29,6 +31,11 @@ from collabzoo.algos.learners.comparator_api import (  # noqa: E402
     ComparatorAPI,
     ComparatorAPIError,
     parse_completions,
+    plain_json,
+)
+from collabzoo.algos.learners.preference_rollouts import (  # noqa: E402
+    candidate_rollout,
+    encode_answer,
 )
 from collabzoo.algos.policies.sampling import Sampling  # noqa: E402
 from collabzoo.joint_sections import split_tagged_prompt, tagged_answer  # noqa: E402
@@ -449,3 +456,53 @@ def test_the_command_line_refuses_api_without_a_url(capsys) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "needs comparator_api_url" in err
+
+
+def test_candidate_k_needs_every_agents_kth_answer_and_extra_answers_are_dropped(
+    tmp_path,
+) -> None:
+    """A generic service answering alpha with C' + 2 texts and beta with C' - 1: the episode
+    gets C' - 1 candidates, each every agent's k-th answer in order, rewarded by the env."""
+
+    def uneven(prompt: str, n: int) -> list[str]:
+        return winner(prompt, n + 2 if "tinycoop alpha" in prompt else n - 1)
+
+    with ComparatorServer(uneven) as server:
+        args = MADPOIterConfig(
+            output_dir=str(tmp_path),
+            **SMALL,
+            comparator_policy="api",
+            comparator_api_url=server.url,
+        )
+        trainer = MADPOIterTrainer(env=tinycoop, models=team(), args=args)
+        roots = candidate_rollout(trainer, trainer.policies, 2).build([3, 4], 1.0)
+        candidates = trainer.source._api_candidates(roots, 3, centralized=False)
+    assert [len(c) for c in candidates] == [2, 2]
+    for root, found in zip(roots, candidates, strict=True):
+        for k, (texts, ids, reward) in enumerate(found):
+            assert texts == {a: winning(root.observations[a], k) for a in AGENTS}
+            assert ids["beta"] == encode_answer(trainer.policies["beta"], texts["beta"])
+            assert reward == 1.0
+
+
+def test_a_comparator_team_with_the_api_comparator_is_refused(tmp_path) -> None:
+    args = MADPOIterConfig(
+        output_dir=str(tmp_path), **SMALL, comparator_policy="api", comparator_api_url="http://h/"
+    )
+    with pytest.raises(ValueError, match='a comparator= team is for comparator_policy="model"'):
+        MADPOIterTrainer(env=tinycoop, models=team(), args=args, comparator=team())
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"seed": 1, "text": "x"},
+        {"n": np.int64(3), "x": np.float32(0.5), 2: (1, "a"), "s": {1}},
+        [np.bool_(True), Path("runs/x")],
+        ("a", {"b": np.array([1, 2])}),
+    ],
+)
+def test_batch_items_are_made_json_as_comlrl_makes_them(item) -> None:
+    expected = comlrl_comparator(settings("http://h/", "generic"))._jsonable(item)
+    assert plain_json(item) == expected
+    json.dumps(plain_json(item))
