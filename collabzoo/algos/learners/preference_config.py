@@ -133,7 +133,7 @@ class OnlinePreferenceConfig(PreferenceConfig):
     """generic: the (dotted) field of the response holding the list of texts; when absent,
     "completions", "responses", "outputs" and "choices" are tried."""
     comparator_api_extra_body: dict[str, Any] | None = None
-    """Fields added to (over) every request body, e.g. {"stop": ["</answer>"]}."""
+    """Fields added to (over) every request body, e.g. {"stop": ["###"], "seed": 0}."""
     comparator_api_max_concurrent: int = 8
     """Requests in flight at once (one per agent and episode; one per episode centralized)."""
     preference_replay_mode: str = "current"
