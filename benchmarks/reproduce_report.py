@@ -30,7 +30,7 @@ from results_table import load_results, markdown_table, results_path, write_resu
 
 from collabzoo.bench.columns import COST, TIME, task_columns
 from collabzoo.bench.results import ResultsError, read_results, summarize
-from collabzoo.bench.seed_effects import Effect, SeedSpread, effects
+from collabzoo.bench.seed_effects import Effect, SeedSpread, effects, p_cell
 
 
 def read_folder(folder: Path) -> dict[str, Any]:
@@ -158,8 +158,9 @@ def reproduction_table(results: dict[str, Any]) -> str:
 
 
 def moved_table(results: dict[str, Any]) -> str:
-    """Which trained rows moved which metric beyond the seeds' spread; a row no seed of which
-    finished is left to the list of runs not finished."""
+    """Which trained rows moved which metric beyond the seeds' spread, with the permutation
+    test over their episodes; a row no seed of which finished is left to the list of runs not
+    finished."""
     body = []
     for item in results["effects"]:
         if not item["trained"]:
@@ -184,10 +185,21 @@ def moved_table(results: dict[str, Any]) -> str:
                 effect.trained.cell(),
                 difference,
                 item["verdict"],
+                p_cell(item.get("p_episodes", math.nan)),
             ]
         )
-    header = ["Task", "Metric", "Row", "Against", "Untrained", "Trained", "Difference", "Verdict"]
-    return markdown_table(header, body, "llllrrrl")
+    header = [
+        "Task",
+        "Metric",
+        "Row",
+        "Against",
+        "Untrained",
+        "Trained",
+        "Difference",
+        "Verdict (seeds)",
+        "p (episodes)",
+    ]
+    return markdown_table(header, body, "llllrrrlr")
 
 
 SECTION = "The papers' table on this machine"

@@ -16,7 +16,7 @@ import collabzoo
 from collabzoo.bench import BenchRun, parse_team, read_results, run_bench
 from collabzoo.bench.published import PUBLISHED
 from collabzoo.bench.rescore import rescore
-from collabzoo.bench.stats import mean_ci, pooled_ci, t_quantile
+from collabzoo.bench.stats import mean_ci, permutation_p, pooled_ci, t_quantile
 from collabzoo.cli import main
 from collabzoo.envs.family import Column
 from tests.bench_tables import mean_of, parse_tables
@@ -320,6 +320,22 @@ def test_interval_math() -> None:
     half = 2.7764 * (2.5**0.5) / 5**0.5
     assert estimate.mean == 3.0 and estimate.half_width == pytest.approx(half, abs=1e-3)
     assert mean_ci([7.0]).n == 1 and mean_ci([]).n == 0
+
+
+def test_permutation_test_math() -> None:
+    # {0, 1} against {2, 3}: of the 6 ways to split {0, 1, 2, 3} in two, 2 are as far apart
+    # (|difference| 2), so the exact two-sided p is 1/3; the seeded Monte Carlo is within 0.02.
+    p = permutation_p([0.0, 1.0], [2.0, 3.0], rounds=20_000)
+    assert p == pytest.approx(1 / 3, abs=0.02)
+    assert p == permutation_p([0.0, 1.0], [2.0, 3.0], rounds=20_000)  # seeded: repeatable
+    # Equal samples: every relabelling is as far apart as the observed 0.
+    assert permutation_p([5.0] * 4, [5.0] * 4) == 1.0
+    # Eight against eight, fully separated: only the 2 of C(16, 8) = 12,870 extreme splits hit.
+    separated = permutation_p([1.0] * 8, [0.0] * 8, rounds=5_000)
+    assert separated < 0.002
+    # One untrained side whose episodes all agree still gets a test (a t-test has no variance).
+    assert permutation_p([17.0, 93.0, 17.0, 17.0], [17.0] * 8) > 0.2
+    assert math.isnan(permutation_p([], [1.0])) and math.isnan(permutation_p([1.0], [math.nan]))
 
 
 def test_pooled_interval_math() -> None:

@@ -35,8 +35,9 @@ from collabzoo.bench.reproduce import (  # noqa: E402
     resolve_rows,
     run_local,
 )
-from collabzoo.bench.results import read_results, summarize  # noqa: E402
+from collabzoo.bench.results import episode_scores, read_results, summarize  # noqa: E402
 from collabzoo.bench.seed_effects import Effect, SeedSpread, seed_values  # noqa: E402
+from collabzoo.bench.stats import permutation_p  # noqa: E402
 from collabzoo.bench.teams import slug  # noqa: E402
 from collabzoo.cli import main  # noqa: E402
 from collabzoo.envs.family import POSTER_METHODS  # noqa: E402
@@ -533,6 +534,17 @@ def test_the_report_reads_a_reproduction_folder_back(cut_run: dict) -> None:
         assert seed["means"]["Score"] == summarize(document)["Score"]["mean"]
         assert len(seed["curve"]) == (len(training(folder)) if row["learner"] else 0)
     assert {e["verdict"] for e in results["effects"]} == {"one seed: no spread"}
+    # One seed has no spread, but its episodes are there for the permutation test.
+    by_row = {r["row"]: r for r in results["rows"]}
+    for effect in results["effects"]:
+        for side, row in (("trained", effect["row"]), ("untrained", effect["baseline"])):
+            folder = output / "runs" / "tldr" / slug(row) / "seed-0"
+            document = read_results(folder / json.loads((folder / DONE).read_text())["results"])
+            episodes = [episode_scores(document, e)["Score"] for e in document["episodes"]]
+            assert effect["episodes"][side] == episodes
+            assert len(episodes) == by_row[row]["seeds"]["0"]["episodes"]
+        expected = permutation_p(effect["episodes"]["trained"], effect["episodes"]["untrained"])
+        assert effect["p_episodes"] == expected
     assert report.headline(results)["section"] == report.SECTION
 
 

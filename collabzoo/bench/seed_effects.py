@@ -8,6 +8,13 @@ than changing the seed does. A difference is called beyond the seeds' spread whe
 sum of the two rows' standard deviations (their mean ± sd bands do not overlap), which needs at
 least two seeds on both sides. With three seeds this is a coarse screen, not a significance
 test, and the section says so where it is printed.
+
+Beside it, each effect carries a permutation test over the two rows' episodes pooled across
+seeds (`stats.permutation_p`). The seed screen misses what a few seeds cannot show: an
+untrained team whose seeds happen to agree has a spread of 0, so any trained row with a small
+spread "moves". The episodes' test sees every episode, but treats the seeds' episodes as one
+sample, so it does not count how much training itself varies from seed to seed. Read together:
+a row that passes both moved; one that passes only one is worth more seeds.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from collabzoo.bench.columns import task_columns
-from collabzoo.bench.results import summarize
+from collabzoo.bench.results import episode_scores, summarize
+from collabzoo.bench.stats import permutation_p
 
 
 @dataclass(frozen=True)
@@ -55,10 +63,18 @@ class Effect:
     baseline: str
     trained: SeedSpread
     untrained: SeedSpread
+    trained_episodes: tuple[float, ...] = ()
+    untrained_episodes: tuple[float, ...] = ()
+    """Every episode's value, all seeds together (for `p_episodes`)."""
 
     @property
     def difference(self) -> float:
         return self.trained.mean - self.untrained.mean
+
+    @property
+    def p_episodes(self) -> float:
+        """The permutation test's two-sided p over the pooled episodes; NaN without them."""
+        return permutation_p(self.trained_episodes, self.untrained_episodes)
 
     @property
     def verdict(self) -> str:
@@ -85,6 +101,11 @@ class Effect:
             "untrained": list(self.untrained.values),
             "difference": self.difference,
             "verdict": self.verdict,
+            "episodes": {
+                "trained": list(self.trained_episodes),
+                "untrained": list(self.untrained_episodes),
+            },
+            "p_episodes": self.p_episodes,
         }
 
 
@@ -96,6 +117,18 @@ def seed_values(documents: Mapping[int, Mapping[str, Any]], metric: str) -> Seed
         if mean is not None and not math.isnan(float(mean)):
             values.append(float(mean))
     return SeedSpread(tuple(values))
+
+
+def episode_values(documents: Mapping[int, Mapping[str, Any]], metric: str) -> tuple[float, ...]:
+    """`metric`'s value on every finished episode of every seed, seeds in order (pooled columns
+    give each episode's own rate)."""
+    values = []
+    for _, document in sorted(documents.items()):
+        for episode in document.get("episodes", []):
+            value = episode_scores(document, episode).get(metric)
+            if value is not None and math.isfinite(float(value)):
+                values.append(float(value))
+    return tuple(values)
 
 
 def effects(
@@ -118,6 +151,7 @@ def effects(
         baseline = untrained_by.get((task, protocol))
         if not trained or baseline is None:
             continue
+        mine, theirs = finished.get((task, name), {}), finished.get((task, baseline), {})
         for column in task_columns(task).columns:
             found.append(
                 Effect(
@@ -126,8 +160,10 @@ def effects(
                     higher_is_better=column.higher_is_better,
                     row=name,
                     baseline=baseline,
-                    trained=seed_values(finished.get((task, name), {}), column.name),
-                    untrained=seed_values(finished.get((task, baseline), {}), column.name),
+                    trained=seed_values(mine, column.name),
+                    untrained=seed_values(theirs, column.name),
+                    trained_episodes=episode_values(mine, column.name),
+                    untrained_episodes=episode_values(theirs, column.name),
                 )
             )
     return found
@@ -136,14 +172,22 @@ def effects(
 def effects_table(found: Sequence[Effect]) -> list[str]:
     """The Markdown table of `effects`, one line per (task, metric, trained row)."""
     lines = [
-        "| Task | Metric | Row | Against | Untrained | Trained | Difference | Verdict |",
-        "|---|---|---|---|---:|---:|---:|---|",
+        "| Task | Metric | Row | Against | Untrained | Trained | Difference | Verdict (seeds) "
+        "| p (episodes) |",
+        "|---|---|---|---|---:|---:|---:|---|---:|",
     ]
     for effect in found:
         difference = "-" if math.isnan(effect.difference) else f"{effect.difference:+.1f}"
         lines.append(
             f"| {effect.task} | {effect.metric} | {effect.row} | {effect.baseline} | "
             f"{effect.untrained.cell()} | {effect.trained.cell()} | {difference} | "
-            f"{effect.verdict} |"
+            f"{effect.verdict} | {p_cell(effect.p_episodes)} |"
         )
     return lines
+
+
+def p_cell(p: float) -> str:
+    """A permutation p as a table shows it ("<0.001" below the test's resolution, "-" for NaN)."""
+    if math.isnan(p):
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"

@@ -11,13 +11,18 @@ the ratio R = sum(y_i) / sum(d_i) of the episodes' passes y_i and checks d_i. It
 ratio estimator's linearised (delta-method) one, R ± t(0.975, n - 1) · SE with
 SE² = sum((y_i - R d_i)²) / (n (n - 1) mean(d)²): with every d_i equal it is the t-interval
 above, so a pooled column of a fixed number of checks reads exactly as a plain mean.
+
+Two rows' episodes are compared by a permutation test (`permutation_p`): the share of random
+relabellings of the pooled episodes whose difference of means is at least the observed one. It
+assumes nothing about the scores' distribution, which for these tasks is lumpy (a reward's
+levels), and it stays defined when one row's episodes are all equal, where a t-test is not.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 CONFIDENCE = 0.95
@@ -142,3 +147,26 @@ def pooled_ci(rates: Iterable[float], checks: Iterable[float]) -> Estimate:
     error = math.sqrt(residuals / (n * (n - 1))) / (total / n)
     half = t_quantile(0.5 + CONFIDENCE / 2, n - 1) * error
     return Estimate(pooled, pooled - half, pooled + half, n)
+
+
+PERMUTATIONS = 10_000
+
+
+def permutation_p(
+    first: Sequence[float], second: Sequence[float], rounds: int = PERMUTATIONS, seed: int = 0
+) -> float:
+    """Two-sided p of mean(first) - mean(second) under random relabelling of the pooled values:
+    (hits + 1) / (rounds + 1) over `rounds` seeded relabellings (so never 0, and the same for the
+    same inputs). NaN when a side is empty."""
+    import numpy as np
+
+    a = np.asarray([float(v) for v in first if math.isfinite(float(v))])
+    b = np.asarray([float(v) for v in second if math.isfinite(float(v))])
+    if not len(a) or not len(b):
+        return math.nan
+    observed = abs(a.mean() - b.mean())
+    pooled = np.concatenate([a, b])
+    shuffled = np.random.default_rng(seed).permuted(np.tile(pooled, (rounds, 1)), axis=1)
+    differences = np.abs(shuffled[:, : len(a)].mean(axis=1) - shuffled[:, len(a) :].mean(axis=1))
+    hits = int(np.count_nonzero(differences >= observed - 1e-12 * max(1.0, observed)))
+    return (hits + 1) / (rounds + 1)
