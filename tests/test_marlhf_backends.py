@@ -386,12 +386,32 @@ def test_the_command_line_trains_marlhf_with_the_centralized_critic(tmp_path) ->
             lora,
             "actor_critic",
         ),
+        (
+            MARLHFIterTrainer,
+            maker(
+                MARLHFIterConfig,
+                rl_algorithm="iac",
+                rollout_buffer_size=2,
+                num_generations=2,
+                num_train_epochs=1,
+            ),
+            None,
+            None,  # rebuilt at the next iteration: nothing of it to keep
+        ),
     ],
-    ids=["marlhf-iter-reward-model-scoring", "marlhf-iac", "marlhf-iter-iac-kept-lora"],
+    ids=[
+        "marlhf-iter-reward-model-scoring",
+        "marlhf-iac",
+        "marlhf-iter-iac-kept-lora",
+        "marlhf-iter-iac-rebuilt",
+    ],
 )
 def test_resume_equals_a_straight_run(trainer_class, config, make_team, kept, tmp_path) -> None:
     """What a resumed run must read back (`kept`: the reward model that scores the next
     iteration's candidates, or the actor-critic learner's critics and optimizers)."""
     whole, resumed = straight_and_resumed(trainer_class, config, tmp_path, make_team)
     state = assert_same_run(whole, resumed)
-    assert state["extra"]["rl_steps"] > 0 and kept in state["extra"]
+    assert state["extra"]["rl_steps"] > 0
+    assert kept is None or kept in state["extra"]
+    if kept is None:
+        assert "actor_critic" not in state["extra"] and resumed.actor_critic is not None
