@@ -112,7 +112,7 @@ def test_a_lora_teams_dpo_reference_is_its_base_not_a_copy(tmp_path) -> None:
         ("madpo-iter", {"preference_replay_mode": "nearest_k"}, "preference_replay_k"),
         ("madpo-iter", {"preference_data": "pairs.jsonl"}, "offline learners"),
         ("marlhf", {"reward_lora_rank": 0}, "reward_lora_rank"),
-        ("marlhf", {"advantage_mode": "median"}, "advantage_mode must be one of"),
+        ("marlhf", {"advantage_mode": "median"}, "is the baseline 'mean', but advantage_mode"),
         ("marlhf-iter", {"comparator_generation_mode": "joint"}, "comparator_generation_mode"),
     ],
 )

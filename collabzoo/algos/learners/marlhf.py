@@ -1,19 +1,26 @@
 """MARLHF and MARLHFIter: a joint reward model learned from preference pairs, then RL against
-it with the rollout-tree learner (MAGRPO by default), evaluated with the task's own reward.
+it with the backend `rl_algorithm` (the rollout-tree learner, MAGRPO by default, or an
+actor-critic learner), evaluated with the task's own reward.
 
 Reward model: s(x, a) = w . h_last + b on the agents' backbone (a LoRA adapter), trained with
 the Bradley-Terry loss -log sigmoid(s(x, a^w) - s(x, a^l)); RL: every joint answer's reward is
-s(x, a) (raw, or z-scored per update with `reward_model_normalization`). See `rlhf_learner`.
+s(x, a) (raw, or z-scored per update with `reward_model_normalization`). See `rlhf_learner`
+and `rlhf_actor_critic`.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 from collabzoo.algos.learners.config import require_at_least, require_positive
+from collabzoo.algos.learners.critic_batches import CRITIC_TYPES
 from collabzoo.algos.learners.preference_config import OnlinePreferenceConfig, PreferenceConfig
+from collabzoo.algos.learners.rlhf_actor_critic import TREE_BASELINES, check_backend
 from collabzoo.algos.learners.rlhf_learner import RewardModelLearner
 from collabzoo.algos.learners.tree_learner import TreeLearnerConfig
+
+PREFERENCE_SCORINGS = ("task", "reward_model")
 
 
 @dataclass
@@ -22,9 +29,29 @@ class MARLHFConfig(PreferenceConfig, TreeLearnerConfig):
     updates, where the reference runs num_train_epochs passes over its dataset)."""
 
     output_dir: str = "runs/marlhf"
-    advantage_mode: str = "mean"
-    """The RL backend's baseline: "mean" is MAGRPO (the reference's default rl_algorithm),
-    "raw", "rloo" and "max" its MAREINFORCE, MARLOO and MAReMax."""
+    rl_algorithm: str = "magrpo"
+    """The RL backend: "magrpo", "mareinforce", "maremax", "marloo" (the rollout-tree learner
+    with the baseline "mean", "raw", "max", "rloo") or "maac", "iac" (the centralized critic,
+    IAC: an actor-critic learner on the team, see `rlhf_actor_critic`)."""
+    advantage_mode: str | None = None
+    """Set by `rl_algorithm` (a tree backend's baseline); a value it does not imply is refused."""
+    critic_learning_rate: float | None = None
+    """maac/iac: AdamW learning rate of the critics; None: `agent_learning_rate`."""
+    critic_type: str = "v"
+    """maac: "v" (V(s)) or "q" (Q(s, a)); iac values V(h_i) only."""
+    use_separate_critic: bool = True
+    """iac: a critic with its own backbone; False: a value head on the actor."""
+    critic_model_name_or_path: str | None = None
+    """maac/iac: the critics' model (the reference's critic_model_name); None: a LoRA adapter
+    on a LoRA team's base, else a copy of the actor's model."""
+    value_loss_coef: float = 0.6
+    """maac/iac: weight of the critic's squared error."""
+    value_clip_range: float | None = 0.2
+    """iac with a value head on the actor: clip the new value to old +- this."""
+    value_head_hidden_dim: int | None = None
+    """iac with a value head on the actor: its hidden layer (None: linear)."""
+    critic_value_head_hidden_dim: int | None = None
+    """maac/iac: a separate critic's value head's hidden layer (None: linear)."""
     reward_learning_rate: float = 1e-5
     """AdamW learning rate of the reward model's adapter (or backbone) and head."""
     reward_num_train_epochs: int = 1
@@ -46,7 +73,24 @@ class MARLHFConfig(PreferenceConfig, TreeLearnerConfig):
     episodes: the training pairs are the reference's); 0: none."""
 
     def validate(self) -> None:
-        super().validate()
+        given = self.advantage_mode
+        if given is not None and given == getattr(self, "_implied_advantage_mode", None):
+            given = None  # filled in by an earlier check, not said by the user
+        check_backend(self.rl_algorithm, given, self)
+        implied = TREE_BASELINES.get(self.rl_algorithm)
+        self.advantage_mode = self._implied_advantage_mode = implied
+        if implied is not None:
+            super().validate()
+        else:  # no baseline: the shared settings are checked with a neutral one
+            neutral = copy.copy(self)
+            neutral.advantage_mode = "mean"
+            super(MARLHFConfig, neutral).validate()
+        if self.critic_type not in CRITIC_TYPES:
+            raise ValueError(f"critic_type must be one of {CRITIC_TYPES}, got {self.critic_type!r}")
+        require_positive(self, "critic_learning_rate", "value_clip_range", optional=True)
+        require_at_least(self, 0, "value_loss_coef")
+        hidden = ("value_head_hidden_dim", "critic_value_head_hidden_dim")
+        require_at_least(self, 1, *hidden, optional=True)
         require_positive(self, "reward_learning_rate")
         require_at_least(self, 1, "reward_num_train_epochs", "reward_train_batch_size")
         require_at_least(self, 1, "reward_max_length", "reward_lora_rank", optional=True)
@@ -63,6 +107,21 @@ class MARLHFIterConfig(OnlinePreferenceConfig, MARLHFConfig):
     """RL updates per iteration against the iteration's reward model."""
     reward_num_train_epochs: int = 2
     reward_heldout_items: int = 0
+    preference_scoring_reward: str = "task"
+    """What orders an iteration's current and comparator candidates into pairs: "task" (the
+    env's reward) or "reward_model" (the raw scores of the last reward model trained, from the
+    second iteration on; the first, with none yet, uses the env's)."""
+    critic_reset_every_iteration: bool = True
+    """maac/iac: a new critic (from its model, a new head) and new optimizers every iteration,
+    as the reference builds them; False: keep them across iterations."""
+
+    def validate(self) -> None:
+        super().validate()
+        if self.preference_scoring_reward not in PREFERENCE_SCORINGS:
+            raise ValueError(
+                f"preference_scoring_reward must be one of {PREFERENCE_SCORINGS}, "
+                f"got {self.preference_scoring_reward!r}"
+            )
 
 
 class MARLHFTrainer(RewardModelLearner):

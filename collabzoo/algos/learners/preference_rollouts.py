@@ -205,8 +205,15 @@ class OnlinePairs:
         made: list[PreferencePair] = []
         current_rewards: list[float] = []
         comparator_rewards: list[float] = []
+        env_rewards: list[float] = []
+        scored = False
         for root, other in zip(roots, others, strict=True):
             mine = self._candidates_of(root, c)
+            env_rewards += [r for *_, r in mine] + [f[2] for f in other if f is not None]
+            rescored = self._scored(root, mine, other)
+            if rescored is not None:
+                mine, other = rescored
+                scored = True
             current_rewards += [r for *_, r in mine]
             comparator_rewards += [found[2] for found in other if found is not None]
             made += self._matched(root, mine, other, rng)
@@ -229,7 +236,31 @@ class OnlinePairs:
             "iter/comparator_reward_mean": _mean(comparator_rewards),
             "comparator_unparsed": float(self.unparsed),
         }
+        if hasattr(learner, "candidate_scores"):  # MARLHFIter: who ordered the candidates
+            metrics["iter/scored_by_reward_model"] = float(scored)
+            metrics["iter/candidate_env_reward_mean"] = _mean(env_rewards)
         return [PreferencePair.from_record(r) for r in chosen], metrics
+
+    def _scored(
+        self,
+        root: Node,
+        mine: list[tuple[dict, dict, float]],
+        other: list[tuple[dict, dict, float] | None],
+    ) -> tuple[list, list] | None:
+        """The candidates with the learner's scores in place of the env's rewards
+        (`candidate_scores`: MARLHFIter's reward model), or None: the env's rewards stand."""
+        score = getattr(self.learner, "candidate_scores", None)
+        if score is None:
+            return None
+        theirs = [found for found in other if found is not None]
+        prompts = [{a: str(root.observations[a]) for a in root.agents}] * (len(mine) + len(theirs))
+        found = score(prompts, [texts for texts, *_ in mine + theirs])
+        if found is None:
+            return None
+        ours, rest = iter(found[: len(mine)]), iter(found[len(mine) :])
+        rescored = [(texts, ids, next(ours)) for texts, ids, _ in mine]
+        others = [None if f is None else (f[0], f[1], next(rest)) for f in other]
+        return rescored, others
 
     def _candidates_of(self, root: Node, c: int) -> list[tuple[dict, dict, float]]:
         """The first c candidates of a root: (texts, ids, reward) per candidate."""

@@ -1,6 +1,8 @@
 """The loop of MARLHF and MARLHFIter: a joint reward model learned from preference pairs, then
-RL against it with the rollout-tree learner (MAGRPO's group-normalised advantage by default;
-`advantage_mode` picks MA-REINFORCE's other baselines).
+RL against it with the backend `rl_algorithm`: the rollout-tree learner (MAGRPO's
+group-normalised advantage by default, MA-REINFORCE's other baselines), or an actor-critic
+learner built on the team ("maac", "iac"; `rlhf_actor_critic`). Both read the reward model
+through one part, `RewardModelRewards`.
 
 Offline (MARLHF): the first update samples the pairs (as MADPO does) and pairs of
 `reward_heldout_items` other episodes, trains the reward model for `reward_num_train_epochs`
@@ -9,7 +11,10 @@ learner's update whose rewards are the frozen model's scores of each joint answe
 reward is logged as `task/env_reward`; evaluation always plays the env's reward). Online
 (MARLHFIter): every update is one iteration: pairs against the comparator, a reward model
 re-initialised from the pretrained backbone (its adapter and head seeded by the run seed and the
-iteration only), trained on them, then `num_train_epochs` RL updates against it.
+iteration only), trained on them, then `num_train_epochs` RL updates against it. With
+`preference_scoring_reward="reward_model"` an iteration's candidates are ordered by the last
+reward model trained (the env's reward until there is one). An actor-critic backend is built
+at the first RL update and, online, again every iteration (`critic_reset_every_iteration`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 import torch
 
+from collabzoo.algos.learners.actor_critic import ActorCriticLearner
 from collabzoo.algos.learners.config import update_group
 from collabzoo.algos.learners.preference_pairs import PreferencePair
 from collabzoo.algos.learners.preference_rollouts import (
@@ -30,10 +36,17 @@ from collabzoo.algos.learners.preference_rollouts import (
     pair_seeds,
     sampled_pairs,
 )
+from collabzoo.algos.learners.reward_model_rewards import RewardModelRewards
+from collabzoo.algos.learners.rlhf_actor_critic import (
+    ACTOR_CRITIC_BACKENDS,
+    build_actor_critic,
+    discard_actor_critic,
+)
 from collabzoo.algos.learners.tree_learner import TreeLearner
 from collabzoo.algos.policies.reward_model import JointRewardModel, joint_text
-from collabzoo.algos.preference_objectives import bradley_terry_loss, zscore
-from collabzoo.algos.rollout.tree import Node, TreeRollout, expanded_nodes
+from collabzoo.algos.preference_objectives import bradley_terry_loss
+from collabzoo.algos.rollout.tree import Node
+from collabzoo.algos.runtime.update_groups import groups_state, load_groups_state
 
 REWARD_ADAPTER = "joint_reward"
 """The reward model's LoRA adapter on a LoRA team's shared base."""
@@ -82,6 +95,16 @@ class RewardModelLearner(TreeLearner):
             for parameter in self.reward_base.parameters():
                 parameter.requires_grad_(False)
         self.source = OnlinePairs(self, comparator) if self.online else None
+        self.rewards = RewardModelRewards(
+            lambda: self.reward_model,
+            self.agents,
+            chunk=args.logprob_batch_size,
+            normalize=args.reward_model_normalization,
+        )
+        """The reward model's scores: the RL phase's rewards (either backend) and, with
+        preference_scoring_reward="reward_model", the order of an iteration's candidates."""
+        self.actor_critic: ActorCriticLearner | None = None
+        """The RL phase's actor-critic learner ("maac", "iac"), on this team's policies."""
 
     # ----- the reward model ----------------------------------------------------------------------
     def new_reward_model(self, round_: int) -> JointRewardModel:
@@ -185,44 +208,32 @@ class RewardModelLearner(TreeLearner):
             right += int((scores[: len(part)] > scores[len(part) :]).sum())
         return right / len(pairs)
 
-    @torch.no_grad()
     def rescore(self, roots: list[Node]) -> None:
         """Every child's reward becomes the reward model's score of its joint answer (the env's
         kept as the metric `env_reward`), then the returns are recomputed."""
-        assert self.reward_model is not None
-        children, texts = [], []
-        for root in roots:
-            for node in expanded_nodes(root):
-                for child in node.children:
-                    answers = TreeRollout.joint_texts(node, child.joint)
-                    prompts = {a: str(node.observations[a]) for a in node.agents}
-                    children.append(child)
-                    texts.append(joint_text(prompts, answers, node.agents))
-        chunk = max(1, self.args.logprob_batch_size)
-        scores = (
-            torch.cat(
-                [
-                    self.reward_model.score_texts(texts[s : s + chunk])
-                    for s in range(0, len(texts), chunk)
-                ]
-            )
-            if texts
-            else torch.zeros(0)
-        )
-        if self.args.reward_model_normalization:
-            scores = zscore(scores)
-        for child, score in zip(children, scores.tolist(), strict=True):
-            child.metrics["env_reward"] = child.reward
-            child.reward = float(score)
-        for root in roots:
-            self.rollout.compute_returns(root, self.args.discount)
+        self.rewards.rescore(roots, self.rollout, self.args.discount)
+
+    def candidate_scores(
+        self, prompts: Sequence[dict[str, str]], answers: Sequence[dict[str, str]]
+    ) -> list[float] | None:
+        """The scores that order an iteration's candidates into pairs: the last reward model's
+        (raw) with preference_scoring_reward="reward_model" once one is trained, else None (the
+        env's reward)."""
+        if getattr(self.args, "preference_scoring_reward", "task") != "reward_model":
+            return None
+        if self.reward_model is None:
+            return None
+        return self.rewards.scores(prompts, answers)
 
     # ----- one update --------------------------------------------------------------------------
     def episode_seeds(self, update: int) -> list[int]:
         return super().episode_seeds(self.rl_steps)
 
     def rl_update(self) -> dict[str, float]:
-        """One tree-learner update whose rewards are the reward model's."""
+        """One RL update whose rewards are the reward model's: the tree learner's, or the
+        actor-critic learner's."""
+        if self.args.rl_algorithm in ACTOR_CRITIC_BACKENDS:
+            return self.actor_critic_update()
         started = time.perf_counter()
         roots = self.rollout_update()
         self.rescore(roots)
@@ -231,6 +242,45 @@ class RewardModelLearner(TreeLearner):
         self.rl_steps += 1
         metrics.update(self.rollout_metrics(roots, started))
         return metrics
+
+    # ----- the actor-critic backends --------------------------------------------------------------
+    def start_actor_critic(self, round_: int) -> None:
+        """Build the actor-critic learner of RL round `round_` (new critics, new optimizers),
+        unless one is kept: offline the first is kept throughout, online it is rebuilt every
+        iteration as the reference does (unless critic_reset_every_iteration=False)."""
+        keep = not self.online or not self.args.critic_reset_every_iteration
+        if self.actor_critic is not None:
+            if keep:
+                return
+            discard_actor_critic(self.actor_critic)
+        self.actor_critic = build_actor_critic(
+            self.args,
+            self.env_factory,
+            self.policies,
+            self.rewards,
+            seed=self.args.seed * 1_000_003 + 7919 * round_ + 2,
+        )
+
+    def actor_critic_update(self) -> dict[str, float]:
+        """One update of the actor-critic learner (its rollout, rescored, its critics' and
+        actors' steps), on this run's counters."""
+        if self.actor_critic is None:
+            self.start_actor_critic(self.update)
+        child = self.actor_critic
+        assert child is not None
+        child.update, child.rl_step = self.update, self.rl_steps  # type: ignore[attr-defined]
+        child.rollout.env_steps = child._env_steps_counted = self.rollout.env_steps
+        child.samples_seen, child._truncations_logged = self.samples_seen, self._truncations_logged
+        metrics = child.train_step()
+        self.rollout.env_steps = self._env_steps_counted = child.rollout.env_steps
+        self.samples_seen, self._truncations_logged = child.samples_seen, child._truncations_logged
+        self.rl_steps += 1
+        return metrics
+
+    def close(self) -> None:
+        if self.actor_critic is not None:
+            self.actor_critic.close()
+        super().close()
 
     def train_step(self) -> dict[str, float]:
         if self.online:
@@ -271,6 +321,8 @@ class RewardModelLearner(TreeLearner):
         pairs, metrics = self.source.iteration_pairs(self.update, rng)
         if pairs:
             metrics.update(self.fit_reward_model(pairs, [], self.update))
+            if self.args.rl_algorithm in ACTOR_CRITIC_BACKENDS:
+                self.start_actor_critic(self.update)
         steps = [self.rl_update() for _ in range(self.args.num_train_epochs)] if pairs else []
         for key in {k for s in steps for k in s}:
             values = [s[key] for s in steps if key in s]
@@ -284,10 +336,17 @@ class RewardModelLearner(TreeLearner):
             "rl_steps": self.rl_steps,
             "reward_metrics": dict(self.reward_metrics),
         }
-        if self.reward_model is not None and not self.online:
-            state["reward_model"] = self.reward_model.trainable_state()
+        scoring = getattr(self.args, "preference_scoring_reward", "task") == "reward_model"
+        if self.reward_model is not None and (not self.online or scoring):
+            state["reward_model"] = self.reward_model.trainable_state()  # still to be read
         if self.source is not None:
             state["online"] = self.source.state()
+        child = self.actor_critic
+        if child is not None and (not self.online or not self.args.critic_reset_every_iteration):
+            state["actor_critic"] = {  # kept across updates (rebuilt ones need nothing)
+                "optimizers": groups_state(child.groups),
+                "critics": child.extra_state(),
+            }
         return state
 
     def load_extra_state(self, state: Any) -> None:
@@ -300,6 +359,11 @@ class RewardModelLearner(TreeLearner):
             self.reward_model.eval()
         if self.source is not None and "online" in state:
             self.source.load_state(state["online"])
+        if "actor_critic" in state:
+            self.start_actor_critic(0 if not self.online else self.update - 1)
+            assert self.actor_critic is not None
+            load_groups_state(self.actor_critic.groups, state["actor_critic"]["optimizers"])
+            self.actor_critic.load_extra_state(state["actor_critic"]["critics"])
 
 
 __all__ = ["REWARD_ADAPTER", "RewardModelLearner", "pair_texts"]
