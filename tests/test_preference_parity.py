@@ -265,7 +265,10 @@ def test_a_reward_model_step_equals_the_references() -> None:
     theirs.reward_head.load_state_dict(ours.head.state_dict())
     trainer = object.__new__(module.MARLHFTrainer)
     trainer.reward_model, trainer.reward_tokenizer = theirs, tokenizer
-    trainer.reward_optimizer = torch.optim.AdamW(theirs.parameters(), lr=1e-3)
+    # AdamW's first step is lr * g / (|g| + eps): at the default eps (1e-8) a gradient element
+    # near 0 turns a rounding difference (the texts batched 4 at once here, 2 there) into a step
+    # of up to lr, so both sides use eps 1e-3, which keeps the comparison about the gradients.
+    trainer.reward_optimizer = torch.optim.AdamW(theirs.parameters(), lr=1e-3, eps=1e-3)
     trainer.reward_device = torch.device("cpu")
     trainer.args = SimpleNamespace(
         reward_train_batch_size=1, reward_num_train_epochs=1, reward_max_length=None
@@ -282,7 +285,7 @@ def test_a_reward_model_step_equals_the_references() -> None:
         )
         for a in (chosen, rejected)
     ]
-    optimizer = torch.optim.AdamW(ours.trainable_parameters(), lr=1e-3)
+    optimizer = torch.optim.AdamW(ours.trainable_parameters(), lr=1e-3, eps=1e-3)
     scores = ours.score_texts(texts)
     bradley_terry_loss(scores[:1], scores[1:]).backward()
     optimizer.step()

@@ -35,6 +35,10 @@ class MARLHFConfig(PreferenceConfig, TreeLearnerConfig):
     IAC: an actor-critic learner on the team, see `rlhf_actor_critic`)."""
     advantage_mode: str | None = None
     """Set by `rl_algorithm` (a tree backend's baseline); a value it does not imply is refused."""
+    advantage_normalization: bool | str = "zscore"
+    """As the tree learners' (CoMLRL's z-scoring: with it every tree backend's loss is MAGRPO's,
+    as in the reference); "std" keeps each baseline's meaning. Said here because the preference
+    settings' base would otherwise give the older default, true ("std")."""
     critic_learning_rate: float | None = None
     """maac/iac: AdamW learning rate of the critics; None: `agent_learning_rate`."""
     critic_type: str = "v"
@@ -107,6 +111,8 @@ class MARLHFIterConfig(OnlinePreferenceConfig, MARLHFConfig):
     """RL updates per iteration against the iteration's reward model."""
     reward_num_train_epochs: int = 2
     reward_heldout_items: int = 0
+    advantage_normalization: bool | str = "zscore"
+    """As MARLHF's (the online settings' base would otherwise give the older true)."""
     preference_scoring_reward: str = "task"
     """What orders an iteration's current and comparator candidates into pairs: "task" (the
     env's reward) or "reward_model" (the raw scores of the last reward model trained, from the
