@@ -622,3 +622,53 @@ def test_a_preference_row_trains_on_its_budget_and_records_its_env_steps(tmp_pat
     assert main(["reproduce", "--quick", "--output", str(output), *rows, *scoped]) == 0
     done = json.loads(next(output.glob(f"runs/tldr/MADPO-ITER/seed-0/{DONE}")).read_text())
     assert done["train"]["updates"] == 1 and done["train"]["env_steps"] == 4
+
+
+def test_an_offline_preference_learner_spends_the_budget_on_its_pair_set() -> None:
+    """MADPO's budget buys its pair set (budget // C episodes) and its updates are one pass over
+    the most pairs they can give; MARLHF keeps its pair set and puts the rest of the budget in
+    RL updates; what cannot fit is refused, saying what to change."""
+    from collabzoo.algos.learners.madpo import MADPOConfig
+    from collabzoo.algos.learners.marlhf import MARLHFConfig
+    from collabzoo.bench.reproduce import offline_preference_plan, steps_per_update
+
+    madpo = MADPOConfig(preference_num_candidates=4, train_batch_size=2)
+    plan_ = offline_preference_plan(madpo, horizon=1, budget=32)
+    # 8 episodes x 4 candidates; at most min(16, C(4, 2) = 6) pairs an episode, 2 a step.
+    assert plan_ == {
+        "steps_per_update": 0,
+        "updates": 24,
+        "pair_set_env_steps": 32,
+        "config": {"preference_num_items": 8},
+    }
+    marlhf = MARLHFConfig(preference_num_items=2, preference_num_candidates=4)
+    rl = steps_per_update(marlhf, 1, rl_only=True)
+    plan_ = offline_preference_plan(marlhf, horizon=1, budget=24 + 3 * rl)
+    assert plan_ is not None and plan_["pair_set_env_steps"] == (2 + 4) * 4  # 4 held out
+    assert plan_["updates"] == 3 and plan_["steps_per_update"] == rl
+    with pytest.raises(ReproduceError, match="preference_num_items"):
+        offline_preference_plan(marlhf, horizon=1, budget=24)  # no room for one RL update
+    with pytest.raises(ReproduceError, match="more than the budget"):
+        offline_preference_plan(madpo, horizon=1, budget=3)
+    assert offline_preference_plan(MAGRPOConfig(), horizon=1, budget=32) is None
+
+
+def test_offline_preference_rows_run_on_the_budget(tmp_path: Path) -> None:
+    """`--rows madpo,marlhf` at a small budget on TinyCoop (a task whose candidates differ, so
+    pairs exist): each run records the env steps its pair set and RL updates took."""
+    output = tmp_path / "offline"
+    argv = ["reproduce", "--quick", "--tasks", "tinycoop", "--rows", "madpo,marlhf"]
+    argv += ["--env-steps", "16", "--output", str(output)]
+    argv += ["--set", "madpo:preference_num_candidates=4"]
+    for setting in ("preference_num_candidates=4", "preference_num_items=2"):
+        argv += ["--set", f"marlhf:{setting}"]
+    argv += ["--set", "marlhf:reward_heldout_items=0"]
+    assert main(argv) == 0
+    madpo = json.loads(next(output.glob(f"runs/tinycoop/MADPO/seed-0/{DONE}")).read_text())
+    marlhf = json.loads(next(output.glob(f"runs/tinycoop/MARLHF/seed-0/{DONE}")).read_text())
+    assert madpo["run"]["train"]["config"]["preference_num_items"] == 4
+    assert madpo["train"]["env_steps"] == 16 and madpo["train"]["updates"] == 12
+    per_update = marlhf["run"]["train"]["steps_per_update"]
+    assert marlhf["train"]["env_steps"] == 2 * 4 + marlhf["train"]["updates"] * per_update
+    assert marlhf["train"]["last"]["reward_model/train_pairs"] > 0
+    assert main([*argv, "--set", "madpo:preference_num_items=2", "--dry-run"]) == 2

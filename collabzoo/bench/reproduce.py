@@ -337,6 +337,20 @@ def _run_spec(
             )
         config_class = table[row.learner][0]
         config = _learner_config(config_class, settings, seed, row.learner)
+        fields = _learner_fields(config_class, settings, seed, row.learner)
+        offline = offline_preference_plan(config, spec["horizon"], settings.env_steps)
+        if offline is not None:
+            for key, value in offline.pop("config").items():
+                if key in fields and fields[key] != value:
+                    raise ReproduceError(
+                        f"{row.learner}'s {key} follows from the budget ({value} here, "
+                        f"--env-steps // preference_num_candidates), so it cannot be set "
+                        f"({fields[key]!r} was)"
+                    )
+                fields[key] = value
+            spec["train"] = {"learner": row.learner, "env_steps": settings.env_steps, **offline}
+            spec["train"]["config"] = fields
+            return spec
         per_update = steps_per_update(config, spec["horizon"])
         updates = max(1, math.ceil(settings.env_steps / per_update))
         spec["train"] = {
@@ -344,7 +358,7 @@ def _run_spec(
             "env_steps": settings.env_steps,
             "steps_per_update": per_update,
             "updates": updates,
-            "config": _learner_fields(config_class, settings, seed, row.learner),
+            "config": fields,
         }
     return spec
 
@@ -382,13 +396,14 @@ def _learner_config(config_class: type, settings: Settings, seed: int, learner: 
         raise ReproduceError(f"{config_class.__name__}: {error}") from None
 
 
-def steps_per_update(config: Any, horizon: int) -> int:
+def steps_per_update(config: Any, horizon: int, *, rl_only: bool = False) -> int:
     """Environment steps of one update at most (turns that end early step less): an actor-critic
     learner branches K ways at the first turn only (`rollout_buffer_size * K * H`); a tree
     learner branches K ways at every turn (`rollout_buffer_size * (K + K^2 + ... + K^H)`); an
     online preference learner's iteration samples C candidates and C' comparator candidates on
     each of its episodes (`preference_num_items * (C + C')`, single-turn), and MARLHFIter then
-    runs `num_train_epochs` tree updates against its reward model."""
+    runs `num_train_epochs` tree updates against its reward model. `rl_only`: an offline
+    MARLHF's RL update alone (its pair set is planned apart, `offline_preference_plan`)."""
     from collabzoo.algos.learners.actor_critic import ActorCriticConfig
     from collabzoo.algos.learners.preference_config import (
         OnlinePreferenceConfig,
@@ -404,15 +419,78 @@ def steps_per_update(config: Any, horizon: int) -> int:
         if isinstance(config, TreeLearnerConfig):
             steps += config.num_train_epochs * episodes * k
         return steps
-    if isinstance(config, PreferenceConfig):
+    if isinstance(config, PreferenceConfig) and not rl_only:
         raise ReproduceError(
             f"{type(config).__name__} samples its whole pair set before its first update, so "
-            "an environment-step budget per update does not apply: reproduce its online "
-            "variant (madpo-iter, marlhf-iter), or train it with `collabzoo train`"
+            "an environment-step budget per update does not apply: `offline_preference_plan` "
+            "plans it"
         )
-    if isinstance(config, ActorCriticConfig):
+    if isinstance(config, ActorCriticConfig) or getattr(config, "rl_algorithm", "") in (
+        "maac",
+        "iac",
+    ):  # MARLHF's actor-critic backends step as the actor-critic learners
         return episodes * k * turns
     return episodes * sum(k**depth for depth in range(1, turns + 1))
+
+
+def offline_preference_plan(config: Any, horizon: int, budget: int) -> dict[str, Any] | None:
+    """How an offline preference learner spends the budget, or None for any other learner.
+
+    Its first update samples the whole pair set (C candidates on each of
+    `preference_num_items` episodes, one env step each), so the budget buys that set. MADPO
+    then has nothing else to step: its episodes are `budget // C`, and its updates (optimizer
+    steps) are one pass over the most pairs they can give. MARLHF keeps its configured pair set
+    (and `reward_heldout_items` more episodes for the held-out accuracy), and the rest of the
+    budget goes to its RL updates against the reward model, each a tree update's steps; the
+    first update both samples and takes the first RL step."""
+    from collabzoo.algos.learners.preference_config import (
+        OnlinePreferenceConfig,
+        PreferenceConfig,
+    )
+    from collabzoo.algos.learners.tree_learner import TreeLearnerConfig
+
+    if not isinstance(config, PreferenceConfig) or isinstance(config, OnlinePreferenceConfig):
+        return None
+    name, c = type(config).__name__, config.preference_num_candidates
+    if config.preference_data is not None:
+        raise ReproduceError(
+            f"{name} with preference_data trains on a file's pairs, which no env-step budget "
+            "counts: the table compares rows on the same budget, so leave it out here"
+        )
+    if not isinstance(config, TreeLearnerConfig):
+        items = budget // c
+        if items < 1:
+            raise ReproduceError(
+                f"{name} samples {c} candidates an episode (preference_num_candidates), more "
+                f"than the budget of {budget} environment steps: lower it or raise --env-steps"
+            )
+        most = c * (c - 1) // 2
+        per_episode = min(config.preference_pairs_per_sample or most, most)
+        updates = max(1, math.ceil(items * per_episode / config.train_batch_size))
+        return {
+            "steps_per_update": 0,
+            "updates": updates,
+            "pair_set_env_steps": items * c,
+            "config": {"preference_num_items": items},
+        }
+    pair_steps = (config.preference_num_items + config.reward_heldout_items) * c
+    per_update = steps_per_update(config, horizon, rl_only=True)
+    left = budget - pair_steps
+    if left < per_update:
+        raise ReproduceError(
+            f"{name}'s pair set takes {pair_steps} environment steps "
+            f"((preference_num_items {config.preference_num_items} + reward_heldout_items "
+            f"{config.reward_heldout_items}) x {c} candidates), leaving {max(left, 0)} of the "
+            f"budget of {budget} for its RL updates, which take {per_update} each: set "
+            f"{name.removesuffix('Config').lower()}:preference_num_items (and "
+            "reward_heldout_items, preference_num_candidates) smaller, or raise --env-steps"
+        )
+    return {
+        "steps_per_update": per_update,
+        "updates": max(1, math.ceil(left / per_update)),
+        "pair_set_env_steps": pair_steps,
+        "config": {},
+    }
 
 
 # ----- the estimate ---------------------------------------------------------------------------
@@ -444,6 +522,7 @@ def estimate(run: PlannedRun, tokens_per_second: float) -> Estimate:
     steps = train_generations = 0
     if "train" in spec:
         steps = spec["train"]["updates"] * spec["train"]["steps_per_update"]
+        steps += spec["train"].get("pair_set_env_steps", 0)
         train_generations = steps * agents
     episodes = spec["bench"]["episodes"]
     if episodes is None:
