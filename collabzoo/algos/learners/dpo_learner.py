@@ -199,7 +199,11 @@ class DPOLearner(Learner):
             total = torch.stack(losses).sum()
             finite = bool(torch.isfinite(total))
             if finite:
-                total.backward()
+                # A LoRA team's agents share one base: activating another agent's adapter (its
+                # scoring pass above) turned this adapter's requires_grad off, and autograd drops
+                # the gradient of a leaf that no longer requires it. Active again, it gets it.
+                with policy.active():
+                    total.backward()
             norm = group.step(loss_finite=finite)
             if norm is None:
                 skipped += 1
