@@ -207,7 +207,10 @@ SECTION = "The papers' table on this machine"
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:
     """The summary's row: MAGRPO's effect on the first task's metric against the untrained team
-    of its protocol, or which rows moved where MAGRPO was not run."""
+    of its protocol, or which rows moved where MAGRPO was not run; named and linked as the
+    file's `summary_name` and `section` say (the main table's by default)."""
+    benchmark = results.get("summary_name", "The papers' table")
+    section = results.get("section", SECTION)
     found = [e for e in results["effects"] if e["row"] == "MAGRPO" and e["trained"]]
     models = ", ".join(results["settings"]["models"])
     if not found:
@@ -225,7 +228,7 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
             f"untrained {item['baseline']} team's {untrained.cell()}; {moved} of "
             f"{len(ran)} trained rows that ran moved a metric beyond the seeds' spread"
         )
-    return {"benchmark": "The papers' table", "figure": figure, "ratio": None, "section": SECTION}
+    return {"benchmark": benchmark, "figure": figure, "ratio": None, "section": section}
 
 
 def plot(results: dict[str, Any], folder: Path, name: str) -> list[Path]:
@@ -274,6 +277,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", default="smollm2")
     parser.add_argument("--from-json", type=Path)
     parser.add_argument("--note", default="", help="how the runs were made (kept in the file)")
+    parser.add_argument("--benchmark", default="The papers' table", help="the summary's name")
+    parser.add_argument("--section", default=SECTION, help="the Performance page's heading")
     args = parser.parse_args(argv)
     if args.from_json:
         results = load_results(args.from_json)
@@ -285,6 +290,8 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(moved_table(results))
     if args.json is not None and not args.from_json:
+        if args.benchmark != "The papers' table" or args.section != SECTION:
+            results.update(summary_name=args.benchmark, section=args.section)
         results["headline"] = headline(results)
         results["note"] = args.note
         write_results(args.json or results_path(f"reproduce_{args.name}"), results, argv)
