@@ -10,15 +10,15 @@ so a test can tell that Cost came from the server's usage.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.loopback_server import LoopbackJSONServer, Reply
 
-class ChatServer:
+
+class ChatServer(LoopbackJSONServer):
     def __init__(
         self,
         policy: Callable[[str], str],
@@ -47,31 +47,36 @@ class ChatServer:
         self._released = threading.Event()
         self._barrier = threading.Barrier(barrier, timeout=20) if barrier > 1 else None
         self._barrier_left = barrier
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__()
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     @property
     def team(self) -> str:
         return f"openai:{self.base_url}/{self.model}"
 
-    def __enter__(self) -> ChatServer:
-        self._thread.start()
-        return self
-
     def __exit__(self, *exc: object) -> None:
         self._released.set()
-        self._server.shutdown()
-        self._server.server_close()
+        super().__exit__(*exc)
 
     def release(self) -> None:
         self._released.set()
 
-    def _answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def get(self, path: str) -> Reply:
+        if path.rstrip("/") != "/v1/models":
+            return super().get(path)
+        model = {"id": self.model, "object": "model", "created": 0, "owned_by": "t"}
+        return 200, {"object": "list", "data": [model]}
+
+    def post(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Reply:
+        self.api_keys.add(headers.get("authorization", "").removeprefix("Bearer "))
+        if path.rstrip("/") != "/v1/chat/completions":
+            return super().post(path, headers, body)
+        return self._answer(body)
+
+    def _answer(self, body: dict[str, Any]) -> Reply:
         with self._lock:
             self.requests.append(body)
             number = len(self.requests)
@@ -122,43 +127,3 @@ class ChatServer:
         finally:
             with self._lock:
                 self.in_flight -= 1
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                if self.path.rstrip("/") == "/v1/models":
-                    model = {"id": server.model, "object": "model", "created": 0, "owned_by": "t"}
-                    self._send(200, {"object": "list", "data": [model]})
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-
-            def do_POST(self) -> None:
-                auth = self.headers.get("Authorization", "")
-                server.api_keys.add(auth.removeprefix("Bearer "))
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                if self.path.rstrip("/") != "/v1/chat/completions":
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-                    return
-                try:
-                    status, payload = server._answer(body)
-                    self._send(status, payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        return Handler

@@ -7,12 +7,12 @@ see what was sent. It can fail its first requests with a status of the test's ch
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.loopback_server import LoopbackJSONServer, Reply
 
 
 @dataclass
@@ -61,7 +61,7 @@ def answer_body(texts: list[str], layout: str, field: str) -> dict[str, Any]:
     return body
 
 
-class ComparatorServer:
+class ComparatorServer(LoopbackJSONServer):
     def __init__(
         self,
         policy: Callable[[str, int], list[str]],
@@ -77,23 +77,14 @@ class ComparatorServer:
         self.fail_first, self.fail_status = fail_first, fail_status
         self.seen: list[Seen] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1/generate"
+        return f"http://127.0.0.1:{self.port}/v1/generate"
 
-    def __enter__(self) -> ComparatorServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def _answer(self, seen: Seen) -> tuple[int, dict[str, Any]]:
+    def post(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> Reply:
+        seen = Seen(path, headers, body)
         with self._lock:
             self.seen.append(seen)
             number = len(self.seen)
@@ -101,26 +92,3 @@ class ComparatorServer:
             return self.fail_status, {"error": {"message": "scripted failure"}}
         prompt, n = asked(seen.body, self.layout)
         return 200, answer_body(self.policy(prompt, n), self.layout, self.response_field)
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                seen = Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                status, payload = server._answer(seen)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler

@@ -40,22 +40,10 @@ from collabzoo.algos.learners.preference_rollouts import (  # noqa: E402
 from collabzoo.algos.policies.sampling import Sampling  # noqa: E402
 from collabzoo.joint_sections import split_tagged_prompt, tagged_answer  # noqa: E402
 from tests.comparator_server import ComparatorServer  # noqa: E402
+from tests.test_preference_learners import SMALL as PREFERENCE_SMALL  # noqa: E402
 
 AGENTS = ("alpha", "beta")
-SMALL = {
-    "max_new_tokens": 1,
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "top_k": None,
-    "agent_learning_rate": 1e-2,
-    "tensorboard": False,
-    "progress": False,
-    "save_steps": 0,
-    "preference_num_candidates": 4,
-    "preference_num_items": 2,
-    "train_batch_size": 2,
-    "max_updates": 1,
-}
+SMALL = {**PREFERENCE_SMALL, "save_steps": 0, "max_updates": 1}
 """Byte-level models from scratch, few candidates: one iteration in a few seconds."""
 
 
