@@ -374,11 +374,12 @@ class OnlinePairs:
         joint prompt (centralized, split as a policy's are), requests sent concurrently."""
         assert self.api is not None
         api = self.api
-        jobs: list[tuple[int, str | None, str, int, dict[str, Any]]] = []
+        jobs: list[tuple[int, str | None, str, int, dict[str, Any] | None]] = []
         for i, root in enumerate(roots):
             if not root.agents:
                 continue
-            item = self._batch_item(root)
+            # Only the generic request sends it, and making it resets a fresh env.
+            item = self._batch_item(root) if api.format == "generic" else None
             if centralized:
                 writer = self._writer(root, root.agents)
                 prompt = tagged_prompt([root.observations[a] for a in root.agents])
