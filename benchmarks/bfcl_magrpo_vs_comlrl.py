@@ -59,6 +59,13 @@ Each library runs in its own subprocess with one torch thread (`--threads`); by 
 run at the same time (`--sequential` runs one after the other), so a busy spell on a shared
 machine hits both alike.
 
+The rows differ from update to update, so a curve alone cannot tell learning from easier rows.
+`--only untrained` runs the control: collabzoo's side again with a learning rate of 1e-30 (the
+config refuses 0; AdamW's steps are then below float32's resolution, and the result records the
+weights' checksum after the last update to show they did not move), the same rows, the same
+seed and so the same sampling stream (its first update's rollouts equal the trained run's; the
+later ones differ only by the weights). `--from-children` takes several runs' files.
+
     python benchmarks/bfcl_magrpo_vs_comlrl.py --reference CHECKOUT --data BFCL_DATA \\
         [--updates 5] [--max-new-tokens 256] [--json [results.json]] [--plot [png]]
 """
@@ -96,6 +103,9 @@ tokens (and their log-softmax and gradients) took 11 GB here, more than the shar
 free; CoMLRL scores one answer per pass."""
 MIN_HEADLINE_UPDATES = 2
 """Updates both libraries must finish for the run to give the Performance summary a row."""
+UNTRAINED_LEARNING_RATE = 1e-30
+"""The control's learning rate: a config refuses 0, and a step of this size leaves every
+float32 weight as it was."""
 MAX_GRAD_NORM_OFF = 1e9
 """collabzoo's gradient clip, set out of reach: CoMLRL 1.4.3 does not clip."""
 
@@ -151,7 +161,8 @@ def train_rows(data: str, categories: list[str], count: int) -> list[dict[str, A
 
 
 def weight_checksum(models: list[Any]) -> float:
-    """A fingerprint of the starting weights (equal for both libraries when they load alike)."""
+    """A fingerprint of the weights (at the start: equal for both libraries when they load
+    alike)."""
     return float(sum(p.detach().double().sum() for m in models for p in m.parameters()))
 
 
@@ -206,7 +217,11 @@ def row_order_env(env: Any):
 ANSWERS: list[str] = []
 
 
-def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
+def child_collabzoo(
+    params: dict[str, Any], learning_rate: float | None = None, library: str = "collabzoo"
+) -> dict[str, Any]:
+    """collabzoo's MAGRPO on the rows in order; `learning_rate` overrides the reference's, and
+    `library` names the run in its log lines and result."""
     import torch
 
     import collabzoo
@@ -229,7 +244,9 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
             num_generations=s["num_generations"],
             joint_mode=s["joint_mode"],
             discount=s["discount"],
-            agent_learning_rate=s["agent_learning_rate"],
+            agent_learning_rate=(
+                s["agent_learning_rate"] if learning_rate is None else learning_rate
+            ),
             temperature=s["temperature"],
             top_p=s["top_p"],
             top_k=s["top_k"],
@@ -268,14 +285,16 @@ def child_collabzoo(params: dict[str, Any]) -> dict[str, Any]:
             )
             ANSWERS.clear()
             started, cpu_started = now, cpu_now
-            print(f"collabzoo update {index + 1}: {updates[-1]}", file=sys.stderr, flush=True)
+            print(f"{library} update {index + 1}: {updates[-1]}", file=sys.stderr, flush=True)
     return {
-        "library": "collabzoo",
+        "library": library,
+        "agent_learning_rate": config.agent_learning_rate,
         "torch_threads": torch.get_num_threads(),
         "logprob_batch_size": params["logprob_batch_size"],
         "peak_rss_mb": peak_rss_mb(),
         "dtype": str(model_a.dtype),
         "initial_weight_checksum": checksum,
+        "final_weight_checksum": weight_checksum([model_a, model_b]),
         "updates": updates,
     }
 
@@ -415,7 +434,14 @@ def child_comlrl(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-CHILDREN = {"collabzoo": child_collabzoo, "comlrl": child_comlrl}
+def child_untrained(params: dict[str, Any]) -> dict[str, Any]:
+    """The control: collabzoo's drive with AdamW steps too small to move a float32 weight."""
+    return child_collabzoo(params, learning_rate=UNTRAINED_LEARNING_RATE, library="untrained")
+
+
+CHILDREN = {"collabzoo": child_collabzoo, "comlrl": child_comlrl, "untrained": child_untrained}
+OPTIONAL = ("untrained",)
+"""Children a default run leaves out (`--only` runs them)."""
 
 
 # ----- the parent ---------------------------------------------------------------------------------
@@ -526,8 +552,8 @@ def report(results: dict[str, Any]) -> None:
         f"{s['num_generations']}, {s['max_new_tokens']} new tokens, {ROWS_PER_UPDATE} prompts "
         "per update"
     )
-    for kind in ("collabzoo", "comlrl"):
-        r = results[kind]
+    for kind in CHILDREN:
+        r = results.get(kind, {"error": "not in this results file"})
         if "error" in r:
             print(f"{kind:<10} failed: {r['error']}")
             continue
@@ -557,20 +583,27 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colours = {"collabzoo": "#4c72b0", "comlrl": "#dd8452"}
+    colours = {"collabzoo": "#4c72b0", "comlrl": "#dd8452", "untrained": "#7f7f7f"}
     version = results["comlrl"].get("version", "")
-    names = {"collabzoo": "collabzoo", "comlrl": f"CoMLRL {version}".strip()}
+    names = {
+        "collabzoo": "collabzoo",
+        "comlrl": f"CoMLRL {version}".strip(),
+        "untrained": "untrained control (collabzoo, weights fixed)",
+    }
     with plt.rc_context({"font.size": 11, "axes.spines.top": False, "axes.spines.right": False}):
         fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-        for kind in ("collabzoo", "comlrl"):
-            r = results[kind]
+        for kind in CHILDREN:
+            r = results.get(kind, {"error": "absent"})
             if "error" in r:
                 continue
             steps = [u["update"] for u in r["updates"]]
             rewards = [u["mean_reward"] for u in r["updates"]]
             wall = list(itertools.accumulate(u["seconds"] / 60 for u in r["updates"]))
             cpu = list(itertools.accumulate(u["cpu_seconds"] / 60 for u in r["updates"]))
-            left.plot(steps, rewards, "o-", color=colours[kind], label=names[kind])
+            style = ":" if kind in OPTIONAL else "-"
+            left.plot(steps, rewards, f"o{style}", color=colours[kind], label=names[kind])
+            if kind in OPTIONAL:
+                continue  # a control: its time is not the comparison's
             right.plot(steps, wall, "o-", color=colours[kind], label=f"{names[kind]}, wall")
             right.plot(steps, cpu, "s--", color=colours[kind], label=f"{names[kind]}, CPU")
         left.set(xlabel="update", ylabel="mean training reward (reference reward)")
@@ -644,7 +677,9 @@ def main() -> None:
     parser.add_argument(
         "--from-children",
         type=Path,
-        help="build the results from an earlier run's LOGS/children.json instead of running",
+        nargs="+",
+        help="build the results from earlier runs' LOGS/children.json instead of running (a "
+        "later file's library replaces an earlier's)",
     )
     parser.add_argument(
         "--note", help="a remark on how the run went, kept in the results (@FILE: read from FILE)"
@@ -679,16 +714,22 @@ def main() -> None:
         "updates": args.updates,
         "time_limit": args.time_limit,
     }
+    ours = {**shared, "data": args.data, "logprob_batch_size": args.logprob_batch_size}
     params = {
-        "collabzoo": {**shared, "data": args.data, "logprob_batch_size": args.logprob_batch_size},
+        "collabzoo": ours,
         "comlrl": {**shared, "reference": str(args.reference.resolve()), "rows": rows},
+        "untrained": ours,
     }
     if args.only:
         params = {args.only: params[args.only]}
+    else:
+        params = {kind: p for kind, p in params.items() if kind not in OPTIONAL}
     started = time.perf_counter()
     load_at_start = os.getloadavg()
-    if args.from_children:  # the children's results of an earlier run (its logs folder)
-        children = load_results(args.from_children)
+    if args.from_children:  # the children's results of earlier runs (their logs folders)
+        children = {}
+        for path in args.from_children:
+            children.update(load_results(path))
     else:
         children = run_children(params, args.threads, args.sequential, args.logs)
         (args.logs / "children.json").write_text(json.dumps(children), encoding="utf-8")
@@ -721,10 +762,14 @@ def main() -> None:
         },
     }
     children = {kind: partial(result) for kind, result in children.items()}
-    done = [len(r.get("updates") or []) for r in children.values() if "error" not in r]
+    pair = [children.get(kind, {}) for kind in ("collabzoo", "comlrl")]
+    done = [len(r.get("updates") or []) for r in pair if r and "error" not in r]
     compared = min(done) if len(done) == 2 else None  # the updates both libraries finished
     for kind in CHILDREN:
-        results[kind] = summarise(children.get(kind, {"error": "not run (--only)"}), compared)
+        missing = {"error": "not run (--only)"}
+        results[kind] = summarise(
+            children.get(kind, missing), None if kind in OPTIONAL else compared
+        )
     import datetime
 
     results["date"] = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
@@ -755,6 +800,7 @@ def bfcl_side_by_side_table(results: dict[str, Any]) -> str:
     c, t = results["collabzoo"], results["comlrl"]
     compared = c["compared_updates"]
     pairs = list(zip(c["updates"][:compared], t["updates"][:compared], strict=True))
+    control = untrained_rewards(results)
 
     def pair(a: float, b: float, fmt: str) -> str:
         return f"{a:{fmt}} / {b:{fmt}}"
@@ -765,16 +811,19 @@ def bfcl_side_by_side_table(results: dict[str, Any]) -> str:
             pair(a["seconds"], b["seconds"], ",.0f"),
             pair(a["cpu_seconds"], b["cpu_seconds"], ",.0f"),
             pair(a["mean_reward"], b["mean_reward"], "+.3f"),
+            *control_cell(control, a["update"]),
             pair(a["mean_completion_tokens"], b["mean_completion_tokens"], ".0f"),
         ]
         for a, b in pairs
     ]
+    shown = [control[u] for u in range(1, compared + 1) if u in control]
     cells.append(
         [
             "mean",
             pair(c["mean_update_seconds"], t["mean_update_seconds"], ",.0f"),
             pair(c["mean_update_cpu_seconds"], t["mean_update_cpu_seconds"], ",.0f"),
             pair(c["mean_reward"], t["mean_reward"], "+.3f"),
+            *([f"{statistics.fmean(shown):+.3f}" if shown else ""] if control else []),
             "",
         ]
     )
@@ -784,6 +833,7 @@ def bfcl_side_by_side_table(results: dict[str, Any]) -> str:
             times(results["ratio"], 2),
             times(results["cpu_ratio"], 2),
             "",
+            *([""] if control else []),
             "",
         ]
     )
@@ -792,26 +842,53 @@ def bfcl_side_by_side_table(results: dict[str, Any]) -> str:
         "wall time (s), collabzoo / CoMLRL",
         "CPU time (s), collabzoo / CoMLRL",
         "mean training reward, collabzoo / CoMLRL",
+        *([CONTROL_HEADER] if control else []),
         "answer tokens, collabzoo / CoMLRL",
     ]
-    return markdown_table(header, cells, align="lrrrr")
+    return markdown_table(header, cells, align="lrrrr" + ("r" if control else ""))
+
+
+CONTROL_HEADER = "reward, untrained control"
+
+
+def untrained_rewards(results: dict[str, Any]) -> dict[int, float]:
+    """The control's mean reward by update (empty when the file has no control run)."""
+    r = results.get("untrained") or {}
+    return {u["update"]: u["mean_reward"] for u in r.get("updates") or []}
+
+
+def control_cell(control: dict[int, float], update: int) -> list[str]:
+    """The control's reward at `update` as a table cell: no cell without a control, "-" where
+    the control did not reach that update."""
+    if not control:
+        return []
+    return [f"{control[update]:+.3f}" if update in control else "-"]
 
 
 def later_updates_table(results: dict[str, Any]) -> str:
     """collabzoo's updates past those CoMLRL finished (its learning curve goes on)."""
     c = results["collabzoo"]
+    control = untrained_rewards(results)
     cells = [
         [
             str(u["update"]),
             f"{u['seconds']:,.0f}",
             f"{u['cpu_seconds']:,.0f}",
             f"{u['mean_reward']:+.3f}",
+            *control_cell(control, u["update"]),
             f"{u['mean_completion_tokens']:.0f}",
         ]
         for u in c["updates"][c["compared_updates"] :]
     ]
-    header = ["update", "wall time (s)", "CPU time (s)", "mean training reward", "answer tokens"]
-    return markdown_table(header, cells, align="lrrrr")
+    header = [
+        "update",
+        "wall time (s)",
+        "CPU time (s)",
+        "mean training reward",
+        *([CONTROL_HEADER] if control else []),
+        "answer tokens",
+    ]
+    return markdown_table(header, cells, align="lrrrr" + ("r" if control else ""))
 
 
 def headline(results: dict[str, Any]) -> list[dict[str, Any]]:
