@@ -21,6 +21,7 @@ from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 import collabzoo
 from collabzoo.bench.protocols import make_protocol
+from collabzoo.envs.prompt_form import RawPrompt
 from collabzoo.envs.scripted_teams import scripted_team
 from collabzoo.tasks.bfcl.envs.data import NATIVE_CATEGORIES, offline_label
 from collabzoo.tasks.bfcl.envs.prompts import ROLE_MODES, multiturn_prompt, native_prompt
@@ -199,6 +200,21 @@ def test_the_env_reports_each_agents_reading_in_its_infos(bfcl_data: Path) -> No
     assert metrics["ast_match"] == 0.0 == metrics["ast_match_parallel"]
     assert metrics["lazy_agents"] == 1.0 and rewards["agent_0"] < NATIVE_MAX
     assert "not read" in env.render()
+
+
+@pytest.mark.parametrize("name", ["bfcl", "bfclmultiturn"])
+def test_chat_template_never_gives_the_references_raw_prompts(bfcl_data: Path, name: str) -> None:
+    """CoMLRL tokenizes the formatter's text with no chat template; "never" marks each prompt
+    raw (a policy then tokenizes it as it is), the text unchanged; the default templates."""
+    prompts = {}
+    for mode in ("every_turn", "never"):
+        env = collabzoo.make(name, data=bfcl_data, chat_template=mode)
+        prompts[mode], _ = env.reset(seed=3)
+    for agent, text in prompts["never"].items():
+        assert isinstance(text, RawPrompt) and text.chat_template is False
+        assert type(prompts["every_turn"][agent]) is str and text == prompts["every_turn"][agent]
+    with pytest.raises(ValueError, match="chat_template must be one of"):
+        collabzoo.make(name, data=bfcl_data, chat_template="raw")
 
 
 # ----- the quirks kept ------------------------------------------------------------------------

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-CHAT_TEMPLATE_MODES = ("first_turn", "every_turn")
-"""first_turn: the reference's quirk (later prompts raw); every_turn: each prompt templated."""
+CHAT_TEMPLATE_MODES = ("first_turn", "every_turn", "never")
+"""first_turn: the Minecraft references' quirk (later prompts raw); every_turn: each prompt
+templated; never: each prompt raw, as CoMLRL's trainers tokenize a task's prompt text."""
 
 
 class RawPrompt(str):
@@ -27,8 +28,9 @@ class RawPrompt(str):
 
 def turn_prompt(text: str, chat_template: str, turn: int) -> str:
     """`text` as turn `turn`'s prompt (0: the first) under a `CHAT_TEMPLATE_MODES` mode: a
-    `RawPrompt` after the first turn with "first_turn", else the text as it is."""
-    if turn >= 1 and chat_template == "first_turn":
+    `RawPrompt` with "never", and after the first turn with "first_turn"; else the text as it
+    is."""
+    if chat_template == "never" or (turn >= 1 and chat_template == "first_turn"):
         return RawPrompt(text)
     return text
 

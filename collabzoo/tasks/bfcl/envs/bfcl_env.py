@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from collabzoo.envs.hub import DatasetUnavailable, hub_unreachable_reason, offline_mode, one_line
+from collabzoo.envs.prompt_form import CHAT_TEMPLATE_MODES, turn_prompt
 from collabzoo.envs.records import ALL, REFERENCE_SPLITS, hub_dataset_id
 from collabzoo.envs.text_env import TextCollabEnv, TurnResult, check_choice
 from collabzoo.tasks.bfcl.envs import data as sources
@@ -101,6 +102,9 @@ class BFCLEnv(TextCollabEnv[BFCLRow]):
         reward_weights: reference constants to change, by `NativeRules` field name.
         single_agent: one agent, `caller`, makes every call (the reference's single-agent
             baseline prompt, scored as a one-agent team).
+        chat_template: "every_turn" (default, as every CollabZoo task: a policy puts each
+            prompt inside its model's chat template) or "never" (the reference's: CoMLRL
+            tokenizes the formatter's text as it is; the observations are then `RawPrompt`s).
         memory: how much of its own history an agent sees, as every CollabZoo env.
         horizon: turns per episode (1, the reference's).
         render_mode: "ansi", "human" or None, as every CollabZoo env.
@@ -140,8 +144,10 @@ class BFCLEnv(TextCollabEnv[BFCLRow]):
         string_arguments: str = "coerce",
         reward_weights: Mapping[str, float] | None = None,
         single_agent: bool = False,
+        chat_template: str = "every_turn",
         render_mode: str | None = None,
     ) -> None:
+        self.chat_template = check_choice("chat_template", chat_template, CHAT_TEMPLATE_MODES)
         if not isinstance(single_agent, bool):
             raise TypeError(f"single_agent must be a bool, got {single_agent!r}")
         self.single_agent = single_agent
@@ -309,9 +315,14 @@ class BFCLEnv(TextCollabEnv[BFCLRow]):
     def _role_prompt(self, agent: str) -> str:
         record = self.item.record  # type: ignore[union-attr]
         if self.single_agent:
-            return single_prompt(record, multiturn=self.multiturn)
-        write = multiturn_prompt if self.multiturn else native_prompt
-        return write(record, self.roles.index(agent), len(self.roles), self.role_mode)
+            text = single_prompt(record, multiturn=self.multiturn)
+        else:
+            write = multiturn_prompt if self.multiturn else native_prompt
+            text = write(record, self.roles.index(agent), len(self.roles), self.role_mode)
+        return turn_prompt(text, self.chat_template, self.turn)
+
+    def _compose(self, agent: str) -> str:
+        return turn_prompt(super()._compose(agent), self.chat_template, self.turn)
 
     def _score(self, answers: Sequence[str]) -> CallScore:
         return score_native(answers, self.item.task, self.rules)  # type: ignore[union-attr,arg-type]
