@@ -9,10 +9,14 @@ trained rows moved the metric beyond the seeds' spread (`collabzoo.bench.seed_ef
 the runs that did not finish, with why.
 
     python benchmarks/reproduce_report.py FOLDER [--json [out.json]] [--plot DIR] [--name NAME]
+        [--readings final_reward,parse_success,...]
     python benchmarks/reproduce_report.py --from-json out.json --plot DIR     # re-plot only
 
 `--json` alone writes benchmarks/results/reproduce_<NAME>.json (NAME: smollm2), from which
-`reproduction_table` and `moved_table` build the Performance page's tables.
+`reproduction_table` and `moved_table` build the Performance page's tables. `--readings` adds
+episode readings that are not a leaderboard column (the env's reward, `final_reward`, or a name
+of the episodes' `final_metrics`, such as BFCL's parse rate), compared the same way, for
+`readings_table`: where the published metric stays at 0, they say whether anything moved.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from collabzoo.bench.results import ResultsError, read_results, summarize
 from collabzoo.bench.seed_effects import Effect, SeedSpread, effects, p_cell
 
 
-def read_folder(folder: Path) -> dict[str, Any]:
-    """Everything the docs need from one reproduction folder, as plain JSON."""
+def read_folder(folder: Path, readings: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Everything the docs need from one reproduction folder, as plain JSON; `readings`: the
+    episode readings to compare beside the task's columns (`reading_effects`)."""
     plan = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
     first = plan[0]["run"]
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -91,6 +96,7 @@ def read_folder(folder: Path) -> dict[str, Any]:
         }
     order = [(r["task"], r["row"], r["protocol"], r["learner"] is not None) for r in rows.values()]
     found = effects(documents, order)
+    read = reading_effects(documents, order, readings)
     bench = first["bench"]
     return {
         "settings": {
@@ -106,8 +112,49 @@ def read_folder(folder: Path) -> dict[str, Any]:
         },
         "rows": list(rows.values()),
         "effects": [e.as_dict() for e in found],
+        **({"readings": [e.as_dict() for e in read]} if readings else {}),
         "unfinished": unfinished,
     }
+
+
+def episode_reading(episode: dict[str, Any], name: str) -> float | None:
+    """An episode's `final_reward`, or its `final_metrics[name]`; None where it has neither."""
+    value = episode.get(name) if name == "final_reward" else episode["final_metrics"].get(name)
+    return None if value is None else float(value)
+
+
+def reading_effects(
+    documents: dict[tuple[str, str], dict[int, dict[str, Any]]],
+    order: list[tuple[str, str, str, bool]],
+    names: tuple[str, ...],
+) -> list[Effect]:
+    """Each trained row against the first untrained row of its task and protocol (as `effects`
+    pairs them) on each episode reading in `names`, higher taken as better."""
+    untrained_by: dict[tuple[str, str], str] = {}
+    for task, name, protocol, trained in order:
+        if not trained:
+            untrained_by.setdefault((task, protocol), name)
+    found = []
+    for task, row, protocol, trained in order:
+        baseline = untrained_by.get((task, protocol))
+        if not trained or baseline is None:
+            continue
+        for name in names:
+            sides = []
+            for key in ((task, row), (task, baseline)):
+                per_seed, pooled = [], []
+                for _, document in sorted(documents.get(key, {}).items()):
+                    values = [episode_reading(e, name) for e in document.get("episodes", [])]
+                    kept = [v for v in values if v is not None and math.isfinite(v)]
+                    if kept:
+                        per_seed.append(statistics.fmean(kept))
+                        pooled += kept
+                sides.append((SeedSpread(tuple(per_seed)), tuple(pooled)))
+            (mine, mine_episodes), (theirs, their_episodes) = sides
+            found.append(
+                Effect(task, name, True, row, baseline, mine, theirs, mine_episodes, their_episodes)
+            )
+    return found
 
 
 def _spread(values: list[float], digits: int = 1) -> str:
@@ -202,6 +249,42 @@ def moved_table(results: dict[str, Any]) -> str:
     return markdown_table(header, body, "llllrrrlr")
 
 
+def readings_table(results: dict[str, Any]) -> str:
+    """`moved_table` for the episode readings (`--readings`), to three decimals."""
+    body = []
+    for item in results.get("readings", []):
+        trained, untrained = (
+            SeedSpread(tuple(item["trained"])),
+            SeedSpread(tuple(item["untrained"])),
+        )
+        difference = item["difference"]
+        body.append(
+            [
+                item["task"],
+                item["metric"],
+                item["row"],
+                item["baseline"],
+                untrained.cell(3),
+                trained.cell(3),
+                "-" if difference is None or math.isnan(difference) else f"{difference:+.3f}",
+                item["verdict"],
+                p_cell(item.get("p_episodes", math.nan)),
+            ]
+        )
+    header = [
+        "Task",
+        "Reading",
+        "Row",
+        "Against",
+        "Untrained",
+        "Trained",
+        "Difference",
+        "Verdict (seeds)",
+        "p (episodes)",
+    ]
+    return markdown_table(header, body, "llllrrrlr")
+
+
 SECTION = "The papers' table on this machine"
 
 
@@ -279,16 +362,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--note", default="", help="how the runs were made (kept in the file)")
     parser.add_argument("--benchmark", default="The papers' table", help="the summary's name")
     parser.add_argument("--section", default=SECTION, help="the Performance page's heading")
+    parser.add_argument(
+        "--readings",
+        default="",
+        help="episode readings to compare too, comma-separated: final_reward or a name of the "
+        "episodes' final_metrics (higher taken as better)",
+    )
     args = parser.parse_args(argv)
     if args.from_json:
         results = load_results(args.from_json)
     elif args.folder:
-        results = read_folder(args.folder)
+        results = read_folder(args.folder, tuple(n for n in args.readings.split(",") if n))
     else:
         parser.error("give a reproduction folder, or --from-json")
     print(reproduction_table(results))
     print()
     print(moved_table(results))
+    if results.get("readings"):
+        print()
+        print(readings_table(results))
     if args.json is not None and not args.from_json:
         if args.benchmark != "The papers' table" or args.section != SECTION:
             results.update(summary_name=args.benchmark, section=args.section)

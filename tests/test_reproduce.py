@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -546,6 +547,22 @@ def test_the_report_reads_a_reproduction_folder_back(cut_run: dict) -> None:
         expected = permutation_p(effect["episodes"]["trained"], effect["episodes"]["untrained"])
         assert effect["p_episodes"] == expected
     assert report.headline(results)["section"] == report.SECTION
+    # An episode reading beside the columns (the env's reward): the same pairs, its own values.
+    read = report.read_folder(output, ("final_reward",))["readings"]
+    assert [(e["row"], e["baseline"]) for e in read] == [
+        (e["row"], e["baseline"]) for e in results["effects"]
+    ]
+    for effect in read:
+        for side, row in (("trained", effect["row"]), ("untrained", effect["baseline"])):
+            folder = output / "runs" / "tldr" / slug(row) / "seed-0"
+            document = read_results(folder / json.loads((folder / DONE).read_text())["results"])
+            rewards = [float(e["final_reward"]) for e in document["episodes"]]
+            assert effect["episodes"][side] == rewards
+            assert effect[side] == [statistics.fmean(rewards)]
+        assert effect["metric"] == "final_reward" and effect["verdict"] == "one seed: no spread"
+    assert "| tldr | final_reward | MAGRPO | Parallel |" in report.readings_table(
+        {"readings": read}
+    )
 
 
 def test_report_writes_the_table_of_what_finished_and_runs_nothing(
