@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_table import load_results, markdown_table, results_path, write_results
 
+from collabzoo.algos.runtime.run_log import read_metrics
 from collabzoo.bench.columns import COST, TIME, task_columns
 from collabzoo.bench.results import ResultsError, read_results, summarize
 from collabzoo.bench.seed_effects import Effect, SeedSpread, effects, p_cell
@@ -81,9 +82,8 @@ def read_folder(folder: Path, readings: tuple[str, ...] = ()) -> dict[str, Any]:
         names = [TIME, COST, *(c.name for c in task_columns(run["task"]).columns)]
         curve = []
         metrics = where / "train" / "metrics.jsonl"
-        if metrics.is_file():
-            for line in metrics.read_text(encoding="utf-8").splitlines():
-                record = json.loads(line)
+        if metrics.is_file():  # a run cut and resumed redid the updates past its checkpoint
+            for record in read_metrics(metrics, drop_rewound=True):
                 point = [record.get("env_steps"), record.get("mean_return")]
                 if None not in point:  # an update with nothing to learn (no pairs) logs neither
                     curve.append(point)
