@@ -304,11 +304,11 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
             SeedSpread(tuple(item["trained"])),
             SeedSpread(tuple(item["untrained"])),
         )
-        ran = [e for e in results["effects"] if e["trained"]]
-        moved = sum(e["verdict"] == "moved: better" for e in ran)
+        ran = {e["row"] for e in results["effects"] if e["trained"]}
+        moved = {e["row"] for e in results["effects"] if e["verdict"] == "moved: better"}
         figure = (
             f"{models}, {item['task']} {item['metric']}: MAGRPO {trained.cell()} against the "
-            f"untrained {item['baseline']} team's {untrained.cell()}; {moved} of "
+            f"untrained {item['baseline']} team's {untrained.cell()}; {len(moved)} of "
             f"{len(ran)} trained rows that ran moved a metric beyond the seeds' spread"
         )
     return {"benchmark": benchmark, "figure": figure, "ratio": None, "section": section}
