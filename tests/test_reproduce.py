@@ -25,11 +25,13 @@ from collabzoo.algos import LEARNERS, MAGRPOConfig, MAGRPOTrainer  # noqa: E402
 from collabzoo.algos.learners.actor_critic import ActorCriticConfig  # noqa: E402
 from collabzoo.algos.runtime.run_log import read_metrics  # noqa: E402
 from collabzoo.bench.reproduce import (  # noqa: E402
+    CLAIM,
     DONE,
     MANIFEST,
     POSTER_ROWS,
     ReproduceError,
     Settings,
+    claim_run,
     plan,
     pooled,
     record_failure,
@@ -515,6 +517,37 @@ def test_a_run_finished_by_another_process_meanwhile_is_skipped(tmp_path: Path) 
     assert run_local([run], tmp_path, said.append) == []
     assert said == ["[1/1] tldr | Raw model | seed 0: finished already"]
     assert (folder / DONE).read_text() == marker and not (folder / MANIFEST).exists()
+
+
+def test_a_run_another_live_process_is_running_is_skipped_and_a_dead_ones_claim_taken_over(
+    tmp_path: Path,
+) -> None:
+    """Two processes with overlapping --seeds: the second skips the run the first holds (it
+    once trained the same run twice into one folder); a killed process's claim is taken over,
+    so the run resumes; the claim is exclusive."""
+    settings = Settings(
+        models=["tiny"], tasks=["tldr"], rows=resolve_rows(["raw"]), env_kwargs={"tldr": {}}
+    )
+    (run,) = plan(settings)
+    folder = tmp_path / run.folder
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        folder.mkdir(parents=True)
+        host = os.uname().nodename
+        (folder / CLAIM).write_text(json.dumps({"pid": other.pid, "host": host}))
+        said: list[str] = []
+        assert run_local([run], tmp_path, said.append) == []
+        assert said == [
+            f"[1/1] tldr | Raw model | seed 0: running in another process (pid {other.pid}); "
+            "skipped"
+        ]
+        assert not (folder / MANIFEST).exists() and not (folder / DONE).exists()
+    finally:
+        other.kill()
+        other.wait()
+    assert claim_run(folder) is None, "a dead process's claim is taken over"
+    assert json.loads((folder / CLAIM).read_text())["pid"] == os.getpid()
+    assert claim_run(folder) == os.getpid(), "a held claim is not taken twice"
 
 
 def test_the_report_reads_a_reproduction_folder_back(cut_run: dict) -> None:

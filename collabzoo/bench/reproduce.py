@@ -60,6 +60,8 @@ from collabzoo.envs.single import supports_single_agent
 MANIFEST = "manifest.json"
 DONE = "done.json"
 FAILED = "failed.json"
+CLAIM = "running.json"
+"""A local run's claim: the process running it, so a second process on the folder skips it."""
 """A failed run's error, kept for the table's list of unfinished runs; removed when it finishes."""
 LEADERBOARD = "leaderboard.md"
 JOINT_LEARNERS = {"magrpo": "joint", "iac": "joint-ac"}
@@ -722,25 +724,65 @@ def _same_result(spec: Any) -> Any:
 
 
 # ----- the whole reproduction -----------------------------------------------------------------
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def claim_run(folder: Path) -> int | None:
+    """Claim `folder`'s run for this process: None when claimed, else the pid of the live
+    process of this machine that holds it. A claim whose process is gone (a killed run) is
+    taken over, so the run resumes. Created exclusively, so two processes cannot both win."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / CLAIM
+    record = json.dumps({"pid": os.getpid(), "host": os.uname().nodename})
+    for _ in range(2):
+        try:
+            with open(path, "x", encoding="utf-8") as handle:
+                handle.write(record)
+            return None
+        except FileExistsError:
+            try:
+                holder = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):  # half written, or removed meanwhile: try once more
+                holder = {}
+            pid, host = holder.get("pid"), holder.get("host")
+            if isinstance(pid, int) and (host != os.uname().nodename or _alive(pid)):
+                return pid
+            path.unlink(missing_ok=True)  # its process is gone: take it over
+    return -1  # another process took it over first
+
+
 def run_local(runs: Sequence[PlannedRun], output: Path, say: Callable[[str], None]) -> list[str]:
     """Run the unfinished runs here, one after another; the failures, one line each. Each run
-    is checked again just before it starts, so processes given the same folder (different
-    --rows or seed orders) skip what another has finished meanwhile."""
+    is checked again just before it starts, and claimed while it runs (`claim_run`), so
+    processes given the same folder (different or overlapping --rows and --seeds) skip what
+    another has finished or is running."""
     failures = []
     for k, run in enumerate(runs, start=1):
         folder = output / run.folder
+        name = f"[{k}/{len(runs)}] {run.task} | {run.row.name} | seed {run.seed}"
         if finished(folder, run.spec):
-            say(
-                f"[{k}/{len(runs)}] {run.task} | {run.row.name} | seed {run.seed}: finished already"
-            )
+            say(f"{name}: finished already")
             continue
-        say(f"[{k}/{len(runs)}] {run.task} | {run.row.name} | seed {run.seed}")
+        holder = claim_run(folder)
+        if holder is not None:
+            say(f"{name}: running in another process (pid {holder}); skipped")
+            continue
+        say(name)
         try:
             execute_run(run.spec, folder)
         except Exception as error:
             failures.append(f"{run.folder}: {type(error).__name__}: {error}")
             record_failure(folder, f"{type(error).__name__}: {error}")
             say(f"  failed: {failures[-1]}")
+        finally:
+            (folder / CLAIM).unlink(missing_ok=True)
     return failures
 
 
