@@ -35,7 +35,7 @@ from results_table import load_results, markdown_table, results_path, write_resu
 from collabzoo.algos.runtime.run_log import read_metrics
 from collabzoo.bench.columns import COST, TIME, task_columns
 from collabzoo.bench.results import ResultsError, read_results, summarize
-from collabzoo.bench.seed_effects import Effect, SeedSpread, effects, p_cell
+from collabzoo.bench.seed_effects import Effect, SeedSpread, effects, p_cell, trained_pairs
 
 
 def read_folder(folder: Path, readings: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -128,17 +128,10 @@ def reading_effects(
     order: list[tuple[str, str, str, bool]],
     names: tuple[str, ...],
 ) -> list[Effect]:
-    """Each trained row against the first untrained row of its task and protocol (as `effects`
-    pairs them) on each episode reading in `names`, higher taken as better."""
-    untrained_by: dict[tuple[str, str], str] = {}
-    for task, name, protocol, trained in order:
-        if not trained:
-            untrained_by.setdefault((task, protocol), name)
+    """Each trained row against its untrained row (`trained_pairs`, as `effects` pairs them) on
+    each episode reading in `names`, higher taken as better."""
     found = []
-    for task, row, protocol, trained in order:
-        baseline = untrained_by.get((task, protocol))
-        if not trained or baseline is None:
-            continue
+    for task, row, baseline in trained_pairs(order):
         for name in names:
             sides = []
             for key in ((task, row), (task, baseline)):
@@ -208,72 +201,43 @@ def moved_table(results: dict[str, Any]) -> str:
     """Which trained rows moved which metric beyond the seeds' spread, with the permutation
     test over their episodes; a row no seed of which finished is left to the list of runs not
     finished."""
-    body = []
-    for item in results["effects"]:
-        if not item["trained"]:
-            continue
-        effect = Effect(
-            item["task"],
-            item["metric"],
-            True,
-            item["row"],
-            item["baseline"],
-            SeedSpread(tuple(item["trained"])),
-            SeedSpread(tuple(item["untrained"])),
-        )
-        difference = "-" if math.isnan(effect.difference) else f"{effect.difference:+.1f}"
-        body.append(
-            [
-                item["task"],
-                item["metric"],
-                item["row"],
-                item["baseline"],
-                effect.untrained.cell(),
-                effect.trained.cell(),
-                difference,
-                item["verdict"],
-                p_cell(item.get("p_episodes", math.nan)),
-            ]
-        )
-    header = [
-        "Task",
-        "Metric",
-        "Row",
-        "Against",
-        "Untrained",
-        "Trained",
-        "Difference",
-        "Verdict (seeds)",
-        "p (episodes)",
-    ]
-    return markdown_table(header, body, "llllrrrlr")
+    return effect_table(results["effects"], "Metric", digits=1)
 
 
 def readings_table(results: dict[str, Any]) -> str:
     """`moved_table` for the episode readings (`--readings`), to three decimals."""
+    return effect_table(results.get("readings", []), "Reading", digits=3)
+
+
+def effect_table(items: list[dict[str, Any]], measure: str, digits: int) -> str:
+    """The rows of `moved_table` and `readings_table`: each effect (as `Effect.as_dict` wrote
+    it) with a trained seed, its cells to `digits` decimals; `measure` heads the metric's
+    column."""
     body = []
-    for item in results.get("readings", []):
+    for item in items:
+        if not item["trained"]:
+            continue
         trained, untrained = (
             SeedSpread(tuple(item["trained"])),
             SeedSpread(tuple(item["untrained"])),
         )
-        difference = item["difference"]
+        difference = trained.mean - untrained.mean
         body.append(
             [
                 item["task"],
                 item["metric"],
                 item["row"],
                 item["baseline"],
-                untrained.cell(3),
-                trained.cell(3),
-                "-" if difference is None or math.isnan(difference) else f"{difference:+.3f}",
+                untrained.cell(digits),
+                trained.cell(digits),
+                "-" if math.isnan(difference) else f"{difference:+.{digits}f}",
                 item["verdict"],
                 p_cell(item.get("p_episodes", math.nan)),
             ]
         )
     header = [
         "Task",
-        "Reading",
+        measure,
         "Row",
         "Against",
         "Untrained",

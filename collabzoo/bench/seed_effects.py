@@ -131,6 +131,21 @@ def episode_values(documents: Mapping[int, Mapping[str, Any]], metric: str) -> t
     return tuple(values)
 
 
+def trained_pairs(rows: Sequence[tuple[str, str, str, bool]]) -> list[tuple[str, str, str]]:
+    """(task, trained row, its untrained row) for every trained row of `rows` (the plan's (task,
+    row name, bench protocol, trained) in order) that has an untrained row of its task benched
+    under the same protocol: the first such row."""
+    untrained_by: dict[tuple[str, str], str] = {}
+    for task, name, protocol, trained in rows:
+        if not trained:
+            untrained_by.setdefault((task, protocol), name)
+    return [
+        (task, name, untrained_by[(task, protocol)])
+        for task, name, protocol, trained in rows
+        if trained and (task, protocol) in untrained_by
+    ]
+
+
 def effects(
     finished: Mapping[tuple[str, str], Mapping[int, Mapping[str, Any]]],
     rows: Sequence[tuple[str, str, str, bool]],
@@ -142,15 +157,8 @@ def effects(
     row of its task benched under the same protocol (GRPO as one agent with the Raw model,
     MAGRPO with Parallel). A trained row with no such row (a joint actor's `joint` protocol) is
     left out: there is no untrained team that plays it."""
-    untrained_by: dict[tuple[str, str], str] = {}
-    for task, name, protocol, trained in rows:
-        if not trained:
-            untrained_by.setdefault((task, protocol), name)
     found = []
-    for task, name, protocol, trained in rows:
-        baseline = untrained_by.get((task, protocol))
-        if not trained or baseline is None:
-            continue
+    for task, name, baseline in trained_pairs(rows):
         mine, theirs = finished.get((task, name), {}), finished.get((task, baseline), {})
         for column in task_columns(task).columns:
             found.append(
