@@ -77,3 +77,47 @@ def test_every_agent_of_a_lora_team_is_trained(name: str, tmp_path: Path) -> Non
         now = dict(trainer.policies[agent].model.named_parameters())
         moved = max(float((now[n] - w).abs().max()) for n, w in before[agent].items())
         assert moved > 0, f"{name}: agent {agent!r}'s adapter did not move"
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_policy_backward_is_its_own_adapter_s_whichever_is_active(checkpointing: bool) -> None:
+    """`Policy.backward` after another agent's scoring gives the gradient the agent's loss has
+    alone. A bare `loss.backward()` there loses it (peft turned the adapter's `requires_grad`
+    off), and under gradient checkpointing the recomputed forward would run the other adapter."""
+    agents = ["a", "b"]
+    torch.manual_seed(0)
+    team = lora_team(*tiny_causal_lm(seed=0), agents, rank=4)
+    with torch.no_grad():  # LoRA's B starts at 0: give both adapters an effect to mix up
+        for name, p in team["a"].model.named_parameters():
+            if "lora_" in name:
+                p.normal_(0.0, 0.3)
+    if checkpointing:
+        team["a"].enable_gradient_checkpointing()
+    prompts, completions = [[5, 6, 7, 8]], [[9, 10, 11]]
+
+    def loss_of(agent: str) -> torch.Tensor:
+        policy = team[agent]
+        with policy.mode(train=True):
+            return -policy.score(prompts, completions).log_probs.sum()
+
+    def gradients(agent: str) -> dict[str, torch.Tensor]:
+        """The agent's adapter gradients, then cleared."""
+        mark = f".{team[agent].adapter}."
+        own = {n: p for n, p in team[agent].model.named_parameters() if "lora_" in n and mark in n}
+        missing = sorted(n for n, p in own.items() if p.grad is None)
+        assert not missing, f"agent {agent}'s adapter got no gradient: {missing[:2]}"
+        grads = {n: p.grad.clone() for n, p in own.items()}
+        team[agent].model.zero_grad(set_to_none=True)
+        return grads
+
+    team["a"].backward(loss_of("a"))
+    alone = gradients("a")
+    assert all(g.abs().max() > 0 for g in alone.values()), "agent a's loss reaches its adapter"
+
+    loss = loss_of("a")
+    loss_of("b")  # activates b's adapter, as a learner scoring the team does
+    team["a"].backward(loss)
+    after_b = gradients("a")
+    assert after_b.keys() == alone.keys()
+    for name, grad in alone.items():
+        assert torch.allclose(after_b[name], grad, atol=1e-6), name

@@ -351,7 +351,7 @@ class ActorCriticLearner(CriticBatches, Learner):
                                 failed.add(group.name)
                                 break
                             with torch.profiler.record_function("collabzoo.backward"):
-                                loss.backward()
+                                model.backward(loss)
                 stepped = False
                 for name, group in self.groups.items():
                     if name not in touched:

@@ -293,7 +293,7 @@ class AgentTurnLearner(Learner):
                 loss = weighted.masked_fill(~scored.mask, 0.0).sum() / max(1, tokens)
             if not torch.isfinite(loss):
                 return total, clipped, False
-            loss.backward()
+            policy.backward(loss)
             total += loss.item()
         return total, clipped, True
 

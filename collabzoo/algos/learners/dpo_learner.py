@@ -199,11 +199,8 @@ class DPOLearner(Learner):
             total = torch.stack(losses).sum()
             finite = bool(torch.isfinite(total))
             if finite:
-                # A LoRA team's agents share one base: activating another agent's adapter (its
-                # scoring pass above) turned this adapter's requires_grad off, and autograd drops
-                # the gradient of a leaf that no longer requires it. Active again, it gets it.
-                with policy.active():
-                    total.backward()
+                # Every agent was scored above: on a LoRA team the last one's adapter is active
+                policy.backward(total)
             norm = group.step(loss_finite=finite)
             if norm is None:
                 skipped += 1

@@ -180,7 +180,7 @@ class RewardModelLearner(TreeLearner):
                 group.zero_grad()
                 finite = bool(torch.isfinite(loss))
                 if finite:
-                    loss.backward()
+                    model.backward(loss)
                 group.step(loss_finite=finite)
                 losses.append(float(loss.detach()))
                 right += int((winners > losers).sum())

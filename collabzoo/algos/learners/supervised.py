@@ -265,7 +265,7 @@ class SupervisedTrainer:
                 part = self.loss(policy, run) * (sum(len(c) for _, c in run) / tokens)
                 if not torch.isfinite(part):
                     return float(part.detach())
-                part.backward()
+                policy.backward(part)
                 total += float(part.detach())
         return total
 

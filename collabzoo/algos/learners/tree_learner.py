@@ -296,7 +296,7 @@ class TreeLearner(Learner):
             if not torch.isfinite(loss):
                 return False
             with torch.profiler.record_function("collabzoo.backward"):
-                loss.backward()
+                policy.backward(loss)
             agent_loss += loss.item()
         metrics[f"loss/{agent}"] = agent_loss
         metrics["outside_kept_tokens"] = metrics.get("outside_kept_tokens", 0.0) + outside

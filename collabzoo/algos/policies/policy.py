@@ -103,6 +103,11 @@ class Policy(Protocol):
         """The adapter's frozen base (a LoRA policy's KL reference); an error without one."""
         ...
 
+    def backward(self, loss: torch.Tensor) -> None:
+        """Backpropagate a loss of this policy's outputs: the learners call this, never
+        `loss.backward()`, so a LoRA team's gradients cannot depend on which adapter is active."""
+        ...
+
     def copy(self) -> Policy:
         """The same policy on a deep copy of its weights: a separate critic, a frozen reference."""
         ...
@@ -232,6 +237,15 @@ class TorchPolicy(abc.ABC):
                 parameter.data = parameter.data.float()
                 converted += 1
         return converted
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """`loss.backward()` with this policy's weights active. On a LoRA team's shared base,
+        activating another agent's adapter after this loss's forward (peft's `set_adapter`)
+        turns this adapter's `requires_grad` off, and autograd then silently drops its gradient;
+        under gradient checkpointing the backward's recomputed forward would also run through
+        whichever adapter is active. Active again, both are this policy's."""
+        with self.active():
+            loss.backward()
 
     # ----- contexts -------------------------------------------------------------------------------
     @contextlib.contextmanager

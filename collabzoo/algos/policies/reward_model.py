@@ -100,6 +100,12 @@ class JointRewardModel(nn.Module):
             for name, value in state.items():
                 own[name].copy_(value)
 
+    def backward(self, loss: torch.Tensor) -> None:
+        """`loss.backward()` with the reward adapter active, as `Policy.backward` (on a shared
+        base another adapter's activation would drop this one's gradient)."""
+        with self.active():
+            loss.backward()
+
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
         """The reward adapter active on a shared base (the agents' own come back with theirs)."""
