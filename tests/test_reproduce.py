@@ -31,7 +31,7 @@ from collabzoo.bench.reproduce import (  # noqa: E402
     POSTER_ROWS,
     ReproduceError,
     Settings,
-    claim_run,
+    claimed,
     plan,
     pooled,
     record_failure,
@@ -519,35 +519,76 @@ def test_a_run_finished_by_another_process_meanwhile_is_skipped(tmp_path: Path) 
     assert (folder / DONE).read_text() == marker and not (folder / MANIFEST).exists()
 
 
+HOLD_CLAIM = """
+import sys, time
+from pathlib import Path
+from collabzoo.bench.reproduce import claimed
+with claimed(Path(sys.argv[1])) as holder:
+    print("held" if holder is None else "refused", flush=True)
+    if holder is None:
+        time.sleep(float(sys.argv[2]))
+"""
+
+
 def test_a_run_another_live_process_is_running_is_skipped_and_a_dead_ones_claim_taken_over(
     tmp_path: Path,
 ) -> None:
     """Two processes with overlapping --seeds: the second skips the run the first holds (it
-    once trained the same run twice into one folder); a killed process's claim is taken over,
-    so the run resumes; the claim is exclusive."""
+    once trained the same run twice into one folder); a killed process's claim lapses, so the
+    run resumes; a claim file no process holds (left by an older version) is no claim."""
     settings = Settings(
         models=["tiny"], tasks=["tldr"], rows=resolve_rows(["raw"]), env_kwargs={"tldr": {}}
     )
     (run,) = plan(settings)
     folder = tmp_path / run.folder
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    other = subprocess.Popen(
+        [sys.executable, "-c", HOLD_CLAIM, str(folder), "60"], stdout=subprocess.PIPE, text=True
+    )
     try:
-        folder.mkdir(parents=True)
-        host = os.uname().nodename
-        (folder / CLAIM).write_text(json.dumps({"pid": other.pid, "host": host}))
+        assert other.stdout is not None and other.stdout.readline().strip() == "held"
         said: list[str] = []
         assert run_local([run], tmp_path, said.append) == []
         assert said == [
-            f"[1/1] tldr | Raw model | seed 0: running in another process (pid {other.pid}); "
-            "skipped"
+            f"[1/1] tldr | Raw model | seed 0: running in another process (pid {other.pid} "
+            f"on {os.uname().nodename}); skipped"
         ]
         assert not (folder / MANIFEST).exists() and not (folder / DONE).exists()
+        with claimed(folder) as holder:
+            assert holder == f"pid {other.pid} on {os.uname().nodename}"
     finally:
         other.kill()
         other.wait()
-    assert claim_run(folder) is None, "a dead process's claim is taken over"
-    assert json.loads((folder / CLAIM).read_text())["pid"] == os.getpid()
-    assert claim_run(folder) == os.getpid(), "a held claim is not taken twice"
+    assert (folder / CLAIM).exists(), "a killed process leaves its file behind"
+    with claimed(folder) as holder:
+        assert holder is None, "a killed process's claim lapses with it"
+        assert json.loads((folder / CLAIM).read_text())["pid"] == os.getpid()
+        with claimed(folder) as again:
+            assert again == f"pid {os.getpid()} on {os.uname().nodename}", "held once only"
+    assert not (folder / CLAIM).exists(), "the claim goes when its run ends"
+    (folder / CLAIM).write_text(json.dumps({"pid": other.pid, "host": os.uname().nodename}))
+    with claimed(folder) as holder:
+        assert holder is None, "an unlocked claim file is no claim"
+
+
+def test_processes_racing_for_a_dead_process_s_claim_let_one_win(tmp_path: Path) -> None:
+    """Four processes at once on a run whose claim file a killed process left: one holds it,
+    the others are refused (taking over by removing the dead pid's file let two win)."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / CLAIM).write_text(json.dumps({"pid": 2**22 + 7, "host": os.uname().nodename}))
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOLD_CLAIM, str(folder), "20"], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    try:
+        said = sorted(r.stdout.readline().strip() for r in racers if r.stdout is not None)
+    finally:
+        for racer in racers:
+            racer.kill()
+            racer.wait()
+    assert said == ["held", "refused", "refused", "refused"]
 
 
 def test_the_report_reads_a_reproduction_folder_back(cut_run: dict) -> None:

@@ -29,6 +29,8 @@ benched under the `joint` protocol, which asks it the prompt it was trained on.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import json
 import math
@@ -38,7 +40,7 @@ import statistics
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,7 +63,8 @@ MANIFEST = "manifest.json"
 DONE = "done.json"
 FAILED = "failed.json"
 CLAIM = "running.json"
-"""A local run's claim: the process running it, so a second process on the folder skips it."""
+"""A local run's claim: locked (`flock`) by the process running it and naming it, so a
+second process on the folder skips the run."""
 """A failed run's error, kept for the table's list of unfinished runs; removed when it finishes."""
 LEADERBOARD = "leaderboard.md"
 JOINT_LEARNERS = {"magrpo": "joint", "iac": "joint-ac"}
@@ -724,45 +727,52 @@ def _same_result(spec: Any) -> Any:
 
 
 # ----- the whole reproduction -----------------------------------------------------------------
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
-
-
-def claim_run(folder: Path) -> int | None:
-    """Claim `folder`'s run for this process: None when claimed, else the pid of the live
-    process of this machine that holds it. A claim whose process is gone (a killed run) is
-    taken over, so the run resumes. Created exclusively, so two processes cannot both win."""
+@contextlib.contextmanager
+def claimed(folder: Path) -> Iterator[str | None]:
+    """Hold `folder`'s run for this process while the block runs: yields None when this process
+    holds it, else who does ("pid N on HOST"). The hold is an exclusive `flock` on the claim
+    file, which the kernel drops when its process dies, so a killed run's claim lapses by
+    itself and two processes can never both take it over (as removing a dead pid's file could
+    let them). The file names the holder for the others' message and goes when the block ends."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / CLAIM
-    record = json.dumps({"pid": os.getpid(), "host": os.uname().nodename})
-    for _ in range(2):
+    while True:
+        handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held across the yield)
         try:
-            with open(path, "x", encoding="utf-8") as handle:
-                handle.write(record)
-            return None
-        except FileExistsError:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            text = handle.read()
+            handle.close()
             try:
-                holder = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):  # half written, or removed meanwhile: try once more
-                holder = {}
-            pid, host = holder.get("pid"), holder.get("host")
-            if isinstance(pid, int) and (host != os.uname().nodename or _alive(pid)):
-                return pid
-            path.unlink(missing_ok=True)  # its process is gone: take it over
-    return -1  # another process took it over first
+                holder = json.loads(text)
+                yield f"pid {holder['pid']} on {holder['host']}"
+            except (ValueError, TypeError, KeyError):  # locked, not yet written
+                yield "its pid not yet written"
+            return
+        try:  # the lock is ours; but if its holder finished meanwhile, on a removed file
+            current = os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        handle.close()
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "host": os.uname().nodename}))
+        handle.flush()
+        yield None
+    finally:
+        path.unlink(missing_ok=True)  # still locked: nobody takes the removed file
+        handle.close()
 
 
 def run_local(runs: Sequence[PlannedRun], output: Path, say: Callable[[str], None]) -> list[str]:
     """Run the unfinished runs here, one after another; the failures, one line each. Each run
-    is checked again just before it starts, and claimed while it runs (`claim_run`), so
-    processes given the same folder (different or overlapping --rows and --seeds) skip what
-    another has finished or is running."""
+    is claimed while it runs (`claimed`) and checked again once claimed, so processes given the
+    same folder (different or overlapping --rows and --seeds) skip what another has finished or
+    is running."""
     failures = []
     for k, run in enumerate(runs, start=1):
         folder = output / run.folder
@@ -770,19 +780,20 @@ def run_local(runs: Sequence[PlannedRun], output: Path, say: Callable[[str], Non
         if finished(folder, run.spec):
             say(f"{name}: finished already")
             continue
-        holder = claim_run(folder)
-        if holder is not None:
-            say(f"{name}: running in another process (pid {holder}); skipped")
-            continue
-        say(name)
-        try:
-            execute_run(run.spec, folder)
-        except Exception as error:
-            failures.append(f"{run.folder}: {type(error).__name__}: {error}")
-            record_failure(folder, f"{type(error).__name__}: {error}")
-            say(f"  failed: {failures[-1]}")
-        finally:
-            (folder / CLAIM).unlink(missing_ok=True)
+        with claimed(folder) as holder:
+            if holder is not None:
+                say(f"{name}: running in another process ({holder}); skipped")
+                continue
+            if finished(folder, run.spec):  # by the process that held it until just now
+                say(f"{name}: finished already")
+                continue
+            say(name)
+            try:
+                execute_run(run.spec, folder)
+            except Exception as error:
+                failures.append(f"{run.folder}: {type(error).__name__}: {error}")
+                record_failure(folder, f"{type(error).__name__}: {error}")
+                say(f"  failed: {failures[-1]}")
     return failures
 
 
