@@ -62,10 +62,10 @@ from collabzoo.envs.single import supports_single_agent
 MANIFEST = "manifest.json"
 DONE = "done.json"
 FAILED = "failed.json"
+"""A failed run's error, kept for the table's list of unfinished runs; removed when it finishes."""
 CLAIM = "running.json"
 """A local run's claim: locked (`flock`) by the process running it and naming it, so a
 second process on the folder skips the run."""
-"""A failed run's error, kept for the table's list of unfinished runs; removed when it finishes."""
 LEADERBOARD = "leaderboard.md"
 JOINT_LEARNERS = {"magrpo": "joint", "iac": "joint-ac"}
 """A one-agent row's learner -> the joint learner that trains the row on a task with no
@@ -746,9 +746,10 @@ def claimed(folder: Path) -> Iterator[str | None]:
             handle.close()
             try:
                 holder = json.loads(text)
-                yield f"pid {holder['pid']} on {holder['host']}"
+                who = f"pid {holder['pid']} on {holder['host']}"
             except (ValueError, TypeError, KeyError):  # locked, not yet written
-                yield "its pid not yet written"
+                who = "its pid not yet written"
+            yield who
             return
         try:  # the lock is ours; but if its holder finished meanwhile, on a removed file
             current = os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
